@@ -1,0 +1,78 @@
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { resolve } from 'node:path';
+import { DirectorySource, formatDiagnostic, loadSpecs, AdvError, ErrorCode } from '../../controller/index.js';
+import { colours, type Io } from '../output.js';
+
+export function registerValidate(program: Command, io: Io): void {
+  program
+    .command('validate')
+    .description('Validate a specs repo (or one file): schema, names, references, DAG graphs, meshes')
+    .argument('[path]', 'directory or file to validate', '.')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .option('--max-file-bytes <n>', 'largest spec file accepted', (v) => parseInt(v, 10))
+    .option('--max-documents <n>', 'most YAML documents per file', (v) => parseInt(v, 10))
+    .option('--max-alias-count <n>', 'most YAML alias expansions per document', (v) => parseInt(v, 10))
+    .addHelpText(
+      'after',
+      `
+Examples:
+  adv validate specs/            # every *.yaml under specs/
+  adv validate runs/train.yaml   # one file (cross-file references are not checked)
+  adv validate -o json . | jq '.diagnostics[] | .message'
+
+Exit codes: 0 valid, 1 invalid, 3 path not found.`,
+    )
+    .action(
+      async (
+        path: string,
+        opts: { output: string; maxFileBytes?: number; maxDocuments?: number; maxAliasCount?: number },
+      ) => {
+        const root = resolve(io.cwd, path);
+        const limits = {
+          ...(opts.maxFileBytes ? { maxFileBytes: opts.maxFileBytes } : {}),
+          ...(opts.maxDocuments ? { maxDocuments: opts.maxDocuments } : {}),
+          ...(opts.maxAliasCount ? { maxAliasCount: opts.maxAliasCount } : {}),
+        };
+        const result = await loadSpecs(new DirectorySource(root), { limits });
+        const errors = result.diagnostics.filter((d) => d.severity === 'error');
+        if (opts.output === 'json') {
+          io.stdout.write(
+            JSON.stringify(
+              {
+                valid: errors.length === 0,
+                files: result.fileCount,
+                objects: result.objects.map((o) => ({
+                  kind: o.kind,
+                  name: o.name,
+                  file: o.file,
+                  line: o.line,
+                })),
+                diagnostics: result.diagnostics,
+              },
+              null,
+              2,
+            ) + '\n',
+          );
+        } else {
+          const c = colours(io.stdout, io.env);
+          for (const d of result.diagnostics) {
+            const text = formatDiagnostic(d);
+            io.stdout.write(
+              (d.severity === 'error'
+                ? c.red(text.split('\n')[0]!) +
+                  text.slice(text.indexOf('\n') >= 0 ? text.indexOf('\n') : text.length)
+                : c.yellow(text)) + '\n',
+            );
+          }
+          const summary = `${result.fileCount} file${result.fileCount === 1 ? '' : 's'}, ${result.objects.length} valid object${result.objects.length === 1 ? '' : 's'}, ${errors.length} error${errors.length === 1 ? '' : 's'}`;
+          io.stdout.write((errors.length ? c.red(summary) : c.green(summary)) + '\n');
+        }
+        if (result.fileCount === 0 && opts.output !== 'json') {
+          io.stderr.write(`warning: no *.yaml or *.yml files under ${root}\n`);
+        }
+        if (errors.length > 0)
+          throw new AdvError(ErrorCode.SpecInvalid, `${errors.length} error(s) in ${root}`, { quiet: true });
+      },
+    );
+}

@@ -1,0 +1,45 @@
+/**
+ * The one place where errors become exit codes and messages. Commands throw typed errors
+ * (`AdvError` with a code); nothing else in the CLI calls `process.exit`.
+ */
+import { ErrorCode, isAdvError } from '../controller/index.js';
+
+/** Exit codes, stable for scripts and CI jobs. */
+export const ExitCode = {
+  Ok: 0,
+  /** The input is invalid (specs fail validation), or a plan found errors. */
+  Invalid: 1,
+  /** The command line is wrong. */
+  Usage: 2,
+  /** Something named does not exist. */
+  NotFound: 3,
+  /** A remote (git, backend, store) failed. */
+  Remote: 4,
+  /** A bug: an error without a code. */
+  Internal: 70,
+} as const;
+
+const byCode: Record<string, number> = {
+  [ErrorCode.SpecInvalid]: ExitCode.Invalid,
+  [ErrorCode.UsageError]: ExitCode.Usage,
+  [ErrorCode.NotFound]: ExitCode.NotFound,
+  [ErrorCode.GitError]: ExitCode.Remote,
+  [ErrorCode.PushRejected]: ExitCode.Remote,
+  [ErrorCode.BackendError]: ExitCode.Remote,
+};
+
+/** Prints the error for a person and returns the exit code. */
+export function reportError(err: unknown, stderr: NodeJS.WritableStream): number {
+  if (isAdvError(err)) {
+    const hint = typeof err.data.hint === 'string' ? `\n  fix: ${err.data.hint}` : '';
+    stderr.write(`error: ${err.message}${hint}\n`);
+    return byCode[err.code] ?? ExitCode.Internal;
+  }
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code === 'ENOENT' && e.path) {
+    stderr.write(`error: ${e.path}: no such file or directory\n  fix: check the path\n`);
+    return ExitCode.NotFound;
+  }
+  stderr.write(`internal error: ${e?.stack ?? String(err)}\n  please report this with the command you ran\n`);
+  return ExitCode.Internal;
+}

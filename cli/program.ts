@@ -1,0 +1,62 @@
+/** Builds the `adv` command tree. Each command lives in `commands/` and only composes the barrel. */
+import { Command, CommanderError } from 'commander';
+import { VERSION } from '../controller/index.js';
+import { registerSchema } from './commands/schema.js';
+import { registerValidate } from './commands/validate.js';
+import { ExitCode, reportError } from './exit.js';
+import { defaultIo, type Io } from './output.js';
+
+export function buildProgram(io: Io): Command {
+  const program = new Command('adv')
+    .description('AdventureTime: GitOps for ML training runs on SLURM, SSH hosts, TPUs and more')
+    .version(VERSION, '-V, --version', 'print the version')
+    .showSuggestionAfterError(true)
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    })
+    .exitOverride()
+    .addHelpText(
+      'after',
+      `
+Examples:
+  adv validate specs/                 # check a specs repo before you push
+  adv schema Run                      # the Run schema (JSON Schema)
+  adv version
+
+Docs: README.md and docs/reference/specs.md`,
+    );
+  program
+    .command('version')
+    .description('Print the version')
+    .action(() => {
+      io.stdout.write(`adv ${VERSION} (node ${process.version})\n`);
+    });
+  registerValidate(program, io);
+  registerSchema(program, io);
+  return program;
+}
+
+/** Runs the CLI and resolves to the exit code; never calls process.exit itself. */
+export async function runCli(argv: readonly string[], io: Io = defaultIo()): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync(argv as string[], { from: 'user' });
+    return ExitCode.Ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0)
+        return ExitCode.Ok;
+      return ExitCode.Usage;
+    }
+    if ((err as { data?: { quiet?: boolean } }).data?.quiet) {
+      return reportErrorQuietly(err);
+    }
+    return reportError(err, io.stderr);
+  }
+}
+
+/** Errors whose details the command already printed (validation output) only set the exit code. */
+function reportErrorQuietly(err: unknown): number {
+  return reportError(err, { write: () => true } as unknown as NodeJS.WritableStream);
+}

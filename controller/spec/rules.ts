@@ -1,0 +1,482 @@
+/**
+ * Stage 3 of loading: semantic rules the schema cannot say. Per-document rules see one validated
+ * object; cross-file rules (duplicate names, references to backends) see the whole repo and work
+ * only on the small summaries the loader keeps, so a reload of one file re-runs them cheaply.
+ */
+import type { Diagnostic } from './diagnostic.js';
+import { formatPath } from './diagnostic.js';
+import type { Locator } from './parse.js';
+import type { Backend, Dag, Parallelism, Resources, Run, RunSpec, SpecObject, Storage } from './schema.js';
+import { closest } from './validate.js';
+
+type Path = (string | number)[];
+type Located = Omit<Diagnostic, 'file'>;
+
+/** A reference from one object to a backend, kept with its position for cross-file checks. */
+export interface BackendRef {
+  name: string;
+  path: string;
+  line: number;
+  column: number;
+}
+
+class Collector {
+  readonly out: Located[] = [];
+  constructor(private readonly loc: Locator) {}
+  error(code: string, path: Path, message: string, hint?: string, key = false): void {
+    this.out.push({
+      severity: 'error',
+      code,
+      ...this.loc.at(path, { key }),
+      path: formatPath(path),
+      message,
+      ...(hint ? { hint } : {}),
+    });
+  }
+}
+
+/** Runs the per-document rules for a schema-valid object. */
+export function documentRules(obj: SpecObject, loc: Locator): Located[] {
+  const c = new Collector(loc);
+  switch (obj.kind) {
+    case 'Run':
+      runSpecRules(c, (obj as Run).spec, ['spec']);
+      break;
+    case 'DAG':
+      dagRules(c, obj as Dag);
+      break;
+    case 'Backend':
+      backendRules(c, obj as Backend);
+      break;
+    case 'Storage':
+      storageRules(c, obj as Storage);
+      break;
+  }
+  return c.out;
+}
+
+/** Every backend name an object refers to, with where it is written. */
+export function backendRefsOf(obj: SpecObject, loc: Locator): BackendRef[] {
+  const refs: BackendRef[] = [];
+  const fromSelector = (sel: RunSpec['backendSelector'], base: Path): void => {
+    if (!sel) return;
+    for (const field of ['order', 'allowed', 'forbidden'] as const) {
+      (sel[field] ?? []).forEach((name, i) => {
+        const path = [...base, 'backendSelector', field, i];
+        refs.push({ name, path: formatPath(path), ...loc.at(path) });
+      });
+    }
+  };
+  if (obj.kind === 'Run') fromSelector((obj as Run).spec.backendSelector, ['spec']);
+  if (obj.kind === 'DAG') {
+    const dag = obj as Dag;
+    fromSelector(dag.spec.defaults?.backendSelector, ['spec', 'defaults']);
+    dag.spec.nodes.forEach((n, i) => fromSelector(n.run.backendSelector, ['spec', 'nodes', i, 'run']));
+  }
+  return refs;
+}
+
+function isUnsafeRelPath(p: string): boolean {
+  return p.startsWith('/') || p.split('/').includes('..');
+}
+
+function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: boolean } = {}): void {
+  if (spec.command !== undefined && spec.entry !== undefined) {
+    c.error(
+      'CommandAndEntry',
+      [...base, 'entry'],
+      'both "command" and "entry" are set',
+      'keep one of them',
+      true,
+    );
+  } else if (spec.command === undefined && spec.entry === undefined) {
+    c.error(
+      'MissingCommand',
+      base,
+      `${opts.inDag ? 'node run' : 'run'} has neither "command" nor "entry"`,
+      'add "command: python train.py" (or a list), or "entry: path/file.py:function"',
+    );
+  }
+  for (const field of ['workingDir'] as const) {
+    const v = spec[field];
+    if (v !== undefined && isUnsafeRelPath(v)) {
+      c.error(
+        'PathEscape',
+        [...base, field],
+        `"${v}" leaves the code tree`,
+        'use a relative path without ".."',
+      );
+    }
+  }
+  if (spec.code?.path !== undefined && isUnsafeRelPath(spec.code.path)) {
+    c.error(
+      'PathEscape',
+      [...base, 'code', 'path'],
+      `"${spec.code.path}" leaves the repository`,
+      'use a relative path without ".."',
+    );
+  }
+  for (const name of Object.keys(spec.env ?? {})) {
+    if (name.startsWith('ADV_')) {
+      c.error(
+        'ReservedEnv',
+        [...base, 'env', name],
+        `"${name}" is reserved for AdventureTime`,
+        'rename it (names starting with ADV_ are set by adv exec)',
+        true,
+      );
+    }
+  }
+  const secrets = spec.secrets ?? [];
+  secrets.forEach((s, i) => {
+    if (secrets.indexOf(s) !== i)
+      c.error(
+        'DuplicateSecret',
+        [...base, 'secrets', i],
+        `secret "${s}" is listed twice`,
+        'remove the duplicate',
+      );
+    if (spec.env && s in spec.env) {
+      c.error(
+        'SecretInEnv',
+        [...base, 'env', s],
+        `"${s}" is both a secret and a plain env value`,
+        'remove it from env: secret values never belong in a spec',
+        true,
+      );
+    }
+  });
+  const sel = spec.backendSelector;
+  if (sel?.forbidden) {
+    for (const field of ['order', 'allowed'] as const) {
+      (sel[field] ?? []).forEach((name, i) => {
+        if (sel.forbidden!.includes(name)) {
+          c.error(
+            'SelectorConflict',
+            [...base, 'backendSelector', field, i],
+            `backend "${name}" is both in ${field} and forbidden`,
+            'remove it from one of the two lists',
+          );
+        }
+      });
+    }
+  }
+  if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
+}
+
+/** Devices a run asks for: accelerators per node × nodes. */
+export function devicesOf(r: Resources): number {
+  const perNode = (r.gpus ?? 0) > 0 ? (r.gpus ?? 0) : (r.tpus ?? 0);
+  return perNode * (r.nodes ?? 1);
+}
+
+function parallelismRules(c: Collector, par: Parallelism, res: Resources, base: Path): void {
+  const { axes, shape } = par.mesh;
+  const meshPath = [...base, 'mesh'];
+  if (axes.length !== shape.length) {
+    c.error(
+      'MeshShape',
+      [...meshPath, 'shape'],
+      `mesh has ${axes.length} axes but shape has ${shape.length} sizes`,
+      'give one size per axis, in the same order',
+    );
+    return;
+  }
+  axes.forEach((a, i) => {
+    if (axes.indexOf(a) !== i)
+      c.error(
+        'MeshAxisDuplicate',
+        [...meshPath, 'axes', i],
+        `axis "${a}" is named twice`,
+        'give every axis its own name',
+      );
+  });
+  const nulls = shape.filter((s) => s === null).length;
+  const known = shape.reduce<number>((p, s) => p * (s ?? 1), 1);
+  const devices = devicesOf(res);
+  const nodes = res.nodes ?? 1;
+  const asked =
+    (res.gpus ?? 0) > 0
+      ? `${res.gpus} gpus × ${nodes} node${nodes === 1 ? '' : 's'}`
+      : (res.tpus ?? 0) > 0
+        ? `${res.tpus} tpus × ${nodes} node${nodes === 1 ? '' : 's'}`
+        : 'no accelerators';
+  if (nulls > 1) {
+    c.error('MeshShape', [...meshPath, 'shape'], 'more than one axis size is null', 'set all sizes but one');
+  } else if (devices === 0) {
+    c.error(
+      'MeshDevices',
+      meshPath,
+      'a mesh is declared but the run asks for no devices',
+      'set resources.gpus (or resources.tpus) so the mesh has devices to span',
+    );
+  } else if (nulls === 1 && devices % known !== 0) {
+    c.error(
+      'MeshDevices',
+      [...meshPath, 'shape'],
+      `the known axis sizes multiply to ${known}, which does not divide the ${devices} devices the run asks for (${asked})`,
+      `choose sizes whose product divides ${devices}`,
+    );
+  } else if (nulls === 0 && known !== devices) {
+    c.error(
+      'MeshDevices',
+      [...meshPath, 'shape'],
+      `mesh shape [${shape.join(', ')}] spans ${known} devices but the run asks for ${devices} (${asked})`,
+      `make the product of the shape ${devices}, or write null for one axis to take the rest`,
+    );
+  }
+  const size = (axis: string): number | null => {
+    const i = axes.indexOf(axis);
+    if (i < 0) return null;
+    const s = shape[i];
+    return s ?? (known > 0 ? devices / known : null);
+  };
+  const checkAxis = (axis: string, path: Path, what: string): boolean => {
+    if (axes.includes(axis)) return true;
+    const guess = closest(axis, axes);
+    c.error(
+      'UnknownAxis',
+      path,
+      `${what} names axis "${axis}", which the mesh does not have (axes: ${axes.join(', ')})`,
+      guess ? `did you mean "${guess}"?` : 'add the axis to mesh.axes or name an existing one',
+    );
+    return false;
+  };
+  if (par.dp) checkAxis(par.dp.axis, [...base, 'dp', 'axis'], 'dp');
+  if (par.tp) {
+    checkAxis(par.tp.axis, [...base, 'tp', 'axis'], 'tp');
+    (par.tp.rules ?? []).forEach((rule, i) =>
+      rule.spec.forEach((a, j) => {
+        if (a !== null) checkAxis(a, [...base, 'tp', 'rules', i, 'spec', j], `tp rule "${rule.param}"`);
+      }),
+    );
+  }
+  if (par.pp && checkAxis(par.pp.axis, [...base, 'pp', 'axis'], 'pp')) {
+    const s = size(par.pp.axis);
+    if (s !== null && Number.isInteger(s) && s !== par.pp.stages) {
+      c.error(
+        'PipelineStages',
+        [...base, 'pp', 'stages'],
+        `pp has ${par.pp.stages} stages but axis "${par.pp.axis}" has size ${s}`,
+        `set stages to ${s}, or change the mesh`,
+      );
+    }
+  }
+}
+
+function dagRules(c: Collector, dag: Dag): void {
+  const nodes = dag.spec.nodes;
+  const firstIndex = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    const prev = firstIndex.get(n.id);
+    if (prev !== undefined) {
+      c.error(
+        'DuplicateNodeId',
+        ['spec', 'nodes', i, 'id'],
+        `node id "${n.id}" is used twice (first at spec.nodes[${prev}])`,
+        'give every node its own id',
+      );
+    } else firstIndex.set(n.id, i);
+    const child = `${dag.metadata.name}.${n.id}`;
+    if (child.length > 63) {
+      c.error(
+        'ChildNameTooLong',
+        ['spec', 'nodes', i, 'id'],
+        `child run name "${child}" is ${child.length} characters, over the 63 a Run name may have`,
+        'shorten the DAG name or the node id',
+      );
+    }
+  });
+  const ids = [...firstIndex.keys()];
+  nodes.forEach((n, i) =>
+    (n.needs ?? []).forEach((dep, j) => {
+      if (dep === n.id)
+        c.error(
+          'DagSelfNeed',
+          ['spec', 'nodes', i, 'needs', j],
+          `node "${n.id}" needs itself`,
+          'remove it from its own needs',
+        );
+      else if (!firstIndex.has(dep)) {
+        const guess = closest(dep, ids);
+        c.error(
+          'UnknownNeed',
+          ['spec', 'nodes', i, 'needs', j],
+          `node "${n.id}" needs "${dep}", which is not a node of this DAG`,
+          guess ? `did you mean "${guess}"?` : `use one of: ${ids.join(', ')}`,
+        );
+      }
+    }),
+  );
+  const cycle = findCycle(nodes.map((n) => ({ id: n.id, needs: (n.needs ?? []).filter((d) => d !== n.id) })));
+  if (cycle) {
+    const at = firstIndex.get(cycle[0]!) ?? 0;
+    c.error(
+      'DagCycle',
+      ['spec', 'nodes', at, 'needs'],
+      `needs form a cycle: ${cycle.join(' → ')}`,
+      'remove one of these needs so the graph has no loop',
+    );
+  }
+  const ancestors = cycle ? undefined : ancestorSets(nodes);
+  nodes.forEach((n, i) => {
+    for (const [name, ref] of Object.entries(n.inputs ?? {})) {
+      const [srcId, , output] = ref.split('.');
+      const path = ['spec', 'nodes', i, 'inputs', name];
+      const src = nodes.find((m) => m.id === srcId);
+      if (!src) {
+        c.error(
+          'UnknownInput',
+          path,
+          `input "${name}" refers to node "${srcId}", which is not in this DAG`,
+          'refer to "<node>.outputs.<name>" of an existing node',
+        );
+      } else if (!src.outputs || !(output! in src.outputs)) {
+        const declared = Object.keys(src.outputs ?? {});
+        const guess = closest(output!, declared);
+        c.error(
+          'UnknownOutput',
+          path,
+          `node "${srcId}" declares no output "${output}"${declared.length ? ` (it has: ${declared.join(', ')})` : ''}`,
+          guess
+            ? `did you mean "${srcId}.outputs.${guess}"?`
+            : `declare it under the "${srcId}" node's outputs`,
+        );
+      } else if (ancestors && !ancestors.get(n.id)?.has(srcId!)) {
+        c.error(
+          'InputNotNeeded',
+          path,
+          `input "${name}" comes from "${srcId}", which node "${n.id}" does not need`,
+          `add "${srcId}" to the needs of "${n.id}" so its output exists before it starts`,
+        );
+      }
+    }
+    runSpecRules(c, n.run, ['spec', 'nodes', i, 'run'], { inDag: true });
+  });
+}
+
+/** Returns one cycle as a list of ids that starts and ends with the same id, or undefined. */
+export function findCycle(nodes: readonly { id: string; needs: readonly string[] }[]): string[] | undefined {
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const state = new Map<string, 1 | 2>(); // 1 = on the stack, 2 = done
+  const stack: string[] = [];
+  const visit = (id: string): string[] | undefined => {
+    state.set(id, 1);
+    stack.push(id);
+    for (const dep of byId.get(id)?.needs ?? []) {
+      if (!byId.has(dep)) continue;
+      const s = state.get(dep);
+      if (s === 1) return [...stack.slice(stack.indexOf(dep)), dep];
+      if (s === undefined) {
+        const found = visit(dep);
+        if (found) return found;
+      }
+    }
+    stack.pop();
+    state.set(id, 2);
+    return undefined;
+  };
+  for (const n of nodes) {
+    if (state.has(n.id)) continue;
+    const found = visit(n.id);
+    if (found) return found.reverse();
+  }
+  return undefined;
+}
+
+function ancestorSets(nodes: Dag['spec']['nodes']): Map<string, Set<string>> {
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const memo = new Map<string, Set<string>>();
+  const get = (id: string): Set<string> => {
+    const cached = memo.get(id);
+    if (cached) return cached;
+    const set = new Set<string>();
+    memo.set(id, set);
+    for (const dep of byId.get(id)?.needs ?? []) {
+      if (!byId.has(dep)) continue;
+      set.add(dep);
+      for (const a of get(dep)) set.add(a);
+    }
+    return set;
+  };
+  for (const n of nodes) get(n.id);
+  return memo;
+}
+
+/** Which settings block each backend type reads, and whether it must be present. */
+const BACKEND_BLOCKS: Record<
+  Backend['spec']['type'],
+  { block?: keyof Backend['spec']; needsConnection: boolean }
+> = {
+  local: { block: 'local', needsConnection: false },
+  ssh: { needsConnection: true },
+  slurm: { block: 'slurm', needsConnection: true },
+  'gcp-tpu': { block: 'gcpTpu', needsConnection: false },
+  volcano: { block: 'volcano', needsConnection: false },
+  vastai: { block: 'vastai', needsConnection: false },
+  agent: { block: 'agent', needsConnection: false },
+};
+const REQUIRED_BLOCK: ReadonlySet<string> = new Set(['gcpTpu', 'volcano', 'vastai', 'agent']);
+
+function backendRules(c: Collector, b: Backend): void {
+  const spec = b.spec;
+  const rule = BACKEND_BLOCKS[spec.type];
+  if (rule.needsConnection && !spec.connection) {
+    c.error(
+      'MissingConnection',
+      ['spec'],
+      `a ${spec.type} backend needs "connection"`,
+      'add "connection: {host: login.example.edu, user: me}"',
+    );
+  }
+  if (rule.block && REQUIRED_BLOCK.has(rule.block) && !spec[rule.block]) {
+    c.error(
+      'MissingSettings',
+      ['spec'],
+      `a ${spec.type} backend needs its "${rule.block}:" settings`,
+      `add "${rule.block}:" (see adv schema Backend)`,
+    );
+  }
+  for (const [type, other] of Object.entries(BACKEND_BLOCKS)) {
+    if (other.block && other.block !== rule.block && spec[other.block] !== undefined) {
+      c.error(
+        'WrongSettings',
+        ['spec', other.block],
+        `"${other.block}:" settings are for ${type} backends, but this one is ${spec.type}`,
+        `remove "${other.block}:" or set "type: ${type}"`,
+        true,
+      );
+    }
+  }
+  const parts = spec.slurm?.partitions ?? [];
+  parts.forEach((p, i) => {
+    if (parts.findIndex((q) => q.name === p.name) !== i) {
+      c.error(
+        'DuplicatePartition',
+        ['spec', 'slurm', 'partitions', i, 'name'],
+        `partition "${p.name}" is listed twice`,
+        'remove the duplicate',
+      );
+    }
+  });
+}
+
+function storageRules(c: Collector, s: Storage): void {
+  const { type } = s.spec;
+  const other = type === 's3' ? 'file' : 's3';
+  if (!s.spec[type])
+    c.error(
+      'MissingSettings',
+      ['spec'],
+      `${type === 's3' ? 'an' : 'a'} ${type} store needs its "${type}:" settings`,
+      type === 's3' ? 'add "s3: {bucket: my-bucket}"' : 'add "file: {path: ./store}"',
+    );
+  if (s.spec[other])
+    c.error(
+      'WrongSettings',
+      ['spec', other],
+      `"${other}:" settings given, but type is ${type}`,
+      `remove "${other}:" or set "type: ${other}"`,
+      true,
+    );
+}

@@ -1,0 +1,822 @@
+/**
+ * The resource kinds, declared once. This file is the single source: the JSON Schemas in `crds/`
+ * and `docs/reference/` are generated from it (`npm run gen`, drift-checked by a test), and the
+ * TypeScript types below are inferred from it, never written by hand.
+ *
+ * Every field carries a description: they are the reference documentation.
+ */
+import { Type, type Static, type TSchema, type TObject, type TProperties } from '@sinclair/typebox';
+
+export const API_VERSION = 'adventuretime.dev/v1alpha1';
+
+/** Kinds, as constants (not an enum). */
+export const Kind = { Run: 'Run', DAG: 'DAG', Backend: 'Backend', Storage: 'Storage' } as const;
+export type Kind = (typeof Kind)[keyof typeof Kind];
+export const KINDS: readonly Kind[] = Object.values(Kind);
+
+/** DNS-1123 subdomain: lowercase alphanumerics, '-' and '.', starting and ending alphanumeric. */
+export const DNS1123_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+/** DNS-1123 label: like a subdomain without dots (DAG node ids, partitions-as-names). */
+export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+/** POSIX-portable environment variable name. */
+export const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$';
+
+const strict = <T extends TProperties>(props: T, description: string, extra: object = {}): TObject<T> =>
+  Type.Object(props, { additionalProperties: false, description, ...extra });
+
+const optional = <T extends TSchema>(schema: T) => Type.Optional(schema);
+
+/** A string enum as JSON Schema `enum` (one clear error, unlike a union of literals). */
+const StringEnum = <const T extends readonly string[]>(values: T, description: string) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
+
+/** A value that may also be null, as `type: [T, "null"]`. */
+const Nullable = <T extends 'string' | 'integer'>(type: T, extra: object = {}) =>
+  Type.Unsafe<(T extends 'string' ? string : number) | null>({ type: [type, 'null'], ...extra });
+
+/** A map whose keys must match `keyPattern`; other keys are errors (TypeBox omits that by default). */
+const KeyedMap = <V extends TSchema>(keyPattern: string, value: V, description: string) =>
+  Type.Record(Type.String({ pattern: keyPattern }), value, { description, additionalProperties: false });
+
+const StringMap = (description: string) =>
+  KeyedMap(
+    '^[A-Za-z0-9]([-A-Za-z0-9_./]{0,251}[A-Za-z0-9])?$',
+    Type.String({ maxLength: 4096 }),
+    description,
+  );
+
+const Metadata = (maxNameLength: number, what: string) =>
+  strict(
+    {
+      name: Type.String({
+        minLength: 1,
+        maxLength: maxNameLength,
+        pattern: DNS1123_SUBDOMAIN,
+        description: `Name of the ${what}, unique per kind: a DNS-1123 subdomain of at most ${maxNameLength} characters (lowercase letters, digits, '-' and '.').`,
+        'x-hint': `use lowercase letters, digits, '-' and '.', start and end with a letter or digit, at most ${maxNameLength} characters (e.g. "my-run-1")`,
+      }),
+      labels: optional(StringMap('Labels for selection (`adv get -l key=value`), as in Kubernetes.')),
+      annotations: optional(
+        StringMap(
+          'Free-form annotations. `adventuretime.dev/reconcile-requested-at` forces a reconcile pass when its value changes.',
+        ),
+      ),
+    },
+    'Standard object metadata.',
+  );
+
+// ---------------------------------------------------------------------------------------------
+// Run
+
+const Quantity = Type.String({
+  pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$',
+  description: 'A size in bytes with an optional suffix, Kubernetes style: `512Mi`, `64Gi`, `1.5Ti`.',
+  'x-hint': 'write a number with an optional suffix Ki, Mi, Gi or Ti, e.g. "64Gi"',
+});
+
+export const ResourcesSchema = strict(
+  {
+    gpus: optional(
+      Type.Integer({ minimum: 0, maximum: 1024, description: 'GPUs per node. Default 0.', default: 0 }),
+    ),
+    gpuType: optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_-]+(\\|[A-Za-z0-9_-]+)*$',
+        description:
+          'Acceptable GPU types in order of preference, separated by `|`: `H100|A100|any`. `any` accepts every type.',
+        'x-hint': 'list GPU types separated by "|", e.g. "H100|A100|any"',
+      }),
+    ),
+    tpus: optional(Type.Integer({ minimum: 0, description: 'TPU chips per host (for `gcp-tpu` backends).' })),
+    tpuType: optional(Type.String({ description: 'TPU accelerator type, e.g. `v5litepod-8`.' })),
+    cpus: optional(Type.Number({ exclusiveMinimum: 0, description: 'CPU cores per node.' })),
+    memory: optional(Type.Unsafe<string>({ ...Quantity, description: 'Memory per node, e.g. `64Gi`.' })),
+    nodes: optional(Type.Integer({ minimum: 1, maximum: 4096, description: 'Number of nodes. Default 1.' })),
+  },
+  'Compute the run asks for. Devices = gpus (or tpus) × nodes.',
+);
+
+const MeshSchema = strict(
+  {
+    axes: Type.Array(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), {
+      minItems: 1,
+      maxItems: 8,
+      description: 'Mesh axis names, e.g. `[data, model]`.',
+    }),
+    shape: Type.Array(Nullable('integer', { minimum: 1 }), {
+      minItems: 1,
+      maxItems: 8,
+      description:
+        'Size of each axis, in the order of `axes`. At most one entry may be `null`: it takes the remaining devices. The product must equal the devices the run asks for.',
+    }),
+  },
+  'Device mesh: named axes and their sizes.',
+);
+
+const TensorRuleSchema = strict(
+  {
+    param: Type.String({
+      minLength: 1,
+      description: 'Parameter path pattern, e.g. `transformer/attn/qkv/kernel`.',
+    }),
+    spec: Type.Array(Nullable('string'), {
+      description: 'PartitionSpec: one mesh axis name (or `null`) per dimension of the parameter.',
+    }),
+  },
+  'One tensor-parallel sharding rule.',
+);
+
+export const ParallelismSchema = strict(
+  {
+    mesh: MeshSchema,
+    dp: optional(
+      strict(
+        {
+          axis: Type.String({ description: 'Mesh axis the batch is split across.' }),
+          accumulateSteps: optional(
+            Type.Integer({
+              minimum: 1,
+              description: 'Micro-batches accumulated per optimizer step. Default 1.',
+            }),
+          ),
+          syncMetrics: optional(
+            Type.Boolean({ description: 'Average metrics across the axis. Default true.' }),
+          ),
+        },
+        'Data parallelism.',
+      ),
+    ),
+    tp: optional(
+      strict(
+        {
+          axis: Type.String({ description: 'Mesh axis tensors are sharded along.' }),
+          rules: optional(
+            Type.Array(TensorRuleSchema, { description: 'Parameter-path → PartitionSpec rules.' }),
+          ),
+          preferReduceScatter: optional(
+            Type.Boolean({ description: 'Prefer reduce-scatter over all-reduce.' }),
+          ),
+        },
+        'Tensor parallelism.',
+      ),
+    ),
+    pp: optional(
+      strict(
+        {
+          axis: Type.String({ description: 'Mesh axis pipeline stages are laid along.' }),
+          stages: Type.Integer({
+            minimum: 2,
+            description: 'Number of pipeline stages; equals the axis size.',
+          }),
+          microbatchSize: optional(Type.Integer({ minimum: 1, description: 'Micro-batch size.' })),
+          checkpointRatio: optional(
+            Type.Number({ minimum: 0, maximum: 1, description: 'Fraction of activations rematerialised.' }),
+          ),
+        },
+        'Pipeline parallelism.',
+      ),
+    ),
+  },
+  'Explicit parallelism plan, validated against `resources` before dispatch and passed to the workload as `ADV_PARALLELISM` (JSON).',
+);
+
+const BackoffSchema = strict(
+  {
+    initialSec: optional(Type.Number({ minimum: 0, description: 'First delay before a retry. Default 30.' })),
+    maxSec: optional(Type.Number({ minimum: 0, description: 'Upper bound of the delay. Default 1800.' })),
+    factor: optional(Type.Number({ minimum: 1, description: 'Multiplier per failure. Default 2.' })),
+  },
+  'Exponential backoff between attempts after user-code failures.',
+);
+
+export const OnSpecChange = { Reject: 'Reject', Restart: 'Restart' } as const;
+
+export const PolicySchema = strict(
+  {
+    preemptible: optional(
+      Type.Boolean({
+        description: 'May run on preemptible capacity (spot, preempt partitions). Default false.',
+      }),
+    ),
+    checkpointIntervalSec: optional(
+      Type.Integer({
+        minimum: 1,
+        description: 'How often the workload should checkpoint; passed as `ADV_CKPT_INTERVAL_SEC`.',
+      }),
+    ),
+    maxAttempts: optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1000,
+        description: 'Attempts that may end in a user-code failure before the run fails. Default 3.',
+      }),
+    ),
+    maxInfraAttempts: optional(
+      Type.Integer({
+        minimum: 1,
+        description: 'Separate cap on attempts ended by preemption or infrastructure failure. Default 100.',
+      }),
+    ),
+    maxHours: optional(
+      Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit of one attempt, in hours.' }),
+    ),
+    maxTotalHours: optional(
+      Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit over all attempts, in hours.' }),
+    ),
+    heartbeatTimeoutSec: optional(
+      Type.Integer({
+        minimum: 10,
+        description: 'A running attempt without heartbeat this long is Lost. Default 600.',
+      }),
+    ),
+    queuedTimeoutSec: optional(
+      Type.Integer({
+        minimum: 10,
+        description: 'Withdraw an attempt queued this long and try the next backend. Default: never.',
+      }),
+    ),
+    backoff: optional(BackoffSchema),
+    onSpecChange: optional(
+      StringEnum(
+        Object.values(OnSpecChange),
+        'What an immutable change (command, code, resources) does to a live run: `Reject` (default) keeps the run and sets `SpecChangeRejected`; `Restart` cancels it and starts a new attempt from the last checkpoint.',
+      ),
+    ),
+  },
+  'Retry, checkpoint and guardrail policy.',
+);
+
+export const BackendSelectorSchema = strict(
+  {
+    order: optional(
+      Type.Array(Type.String({ pattern: DNS1123_SUBDOMAIN }), {
+        description: 'Backends to try, in order of preference. Empty: all backends by priority.',
+      }),
+    ),
+    allowed: optional(
+      Type.Array(Type.String({ pattern: DNS1123_SUBDOMAIN }), {
+        description: 'Only these backends may be used.',
+      }),
+    ),
+    forbidden: optional(
+      Type.Array(Type.String({ pattern: DNS1123_SUBDOMAIN }), {
+        description: 'These backends are never used.',
+      }),
+    ),
+    constraints: optional(
+      strict(
+        {
+          minVramGiB: optional(Type.Number({ minimum: 0, description: 'Minimum memory per GPU, GiB.' })),
+          minRamGiB: optional(Type.Number({ minimum: 0, description: 'Minimum host memory, GiB.' })),
+          requireCuda: optional(Type.Boolean({ description: 'Only backends with CUDA.' })),
+          preferCuda: optional(Type.Boolean({ description: 'Prefer backends with CUDA.' })),
+          clusters: optional(
+            Type.Array(Type.String(), { description: 'Only backends whose `cluster` is one of these.' }),
+          ),
+        },
+        'Hardware constraints matched against what each backend declares.',
+      ),
+    ),
+  },
+  'Where the run may go. The solver walks `order`, then backend priority, and filters by constraints and free capacity.',
+);
+
+const CodeSchema = strict(
+  {
+    repo: optional(
+      Type.String({
+        description: 'Git repository holding the code (URL or path). Default: the specs repo itself.',
+      }),
+    ),
+    ref: optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        pattern: '^[A-Za-z0-9._/@-]+$',
+        description:
+          'Branch, tag or commit. Pinned to a commit at the first submission; later attempts use the same commit.',
+        'x-hint': 'use a branch, tag or commit hash (letters, digits, ".", "_", "/", "@", "-")',
+      }),
+    ),
+    path: optional(
+      Type.String({ description: 'Sub-directory of the repository to ship. Default: the root.' }),
+    ),
+  },
+  'Which code runs: a git tree pinned to a commit.',
+);
+
+/** Fields of a Run spec, shared by `Run.spec` and a DAG node's `run`. */
+const runSpecProperties = {
+  command: optional(
+    Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String(), { minItems: 1 })], {
+      description:
+        'The command. A list is an argument vector run as is; a string is run by `sh -c`. Exactly one of `command` and `entry`.',
+    }),
+  ),
+  entry: optional(
+    Type.String({
+      pattern: '^[A-Za-z0-9_./-]+\\.py:[A-Za-z_][A-Za-z0-9_]*$',
+      description:
+        'Sugar for a Python entry point: `path/file.py:func` runs `python -c` importing and calling `func()`.',
+      'x-hint': 'write "path/to/file.py:function"',
+    }),
+  ),
+  workingDir: optional(Type.String({ description: 'Directory inside the code tree to start in.' })),
+  code: optional(CodeSchema),
+  resources: optional(ResourcesSchema),
+  parallelism: optional(ParallelismSchema),
+  policy: optional(PolicySchema),
+  backendSelector: optional(BackendSelectorSchema),
+  env: optional(
+    KeyedMap(
+      ENV_NAME,
+      Type.String({ maxLength: 65536 }),
+      'Environment variables for the workload. Names starting with `ADV_` are reserved.',
+    ),
+  ),
+  secrets: optional(
+    Type.Array(Type.String({ pattern: ENV_NAME, maxLength: 128 }), {
+      description:
+        'Names of secrets the controller resolves from its environment or secrets file and passes to the job as environment variables of the same name. Values never appear in git, status or logs.',
+    }),
+  ),
+  setup: optional(
+    Type.Array(Type.String({ minLength: 1 }), {
+      description: 'Shell steps run in the work dir before the command, e.g. `uv sync`.',
+    }),
+  ),
+  totalSteps: optional(
+    Type.Integer({ minimum: 1, description: 'Expected final step, for progress display. Optional.' }),
+  ),
+  suspend: optional(Type.Boolean({ description: 'true cancels the run (live attempts are stopped).' })),
+};
+
+export const RunSpecSchema = strict(runSpecProperties, 'What to run, where, and how to recover it.');
+
+export const RunSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Run, { description: 'Always `Run`.' }),
+    metadata: Metadata(63, 'run'),
+    spec: RunSpecSchema,
+  },
+  'One experiment: a command, its code, the compute it needs and its recovery policy.',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/run.json', title: 'Run' },
+);
+
+// ---------------------------------------------------------------------------------------------
+// DAG
+
+export const DagNodeSchema = strict(
+  {
+    id: Type.String({
+      minLength: 1,
+      maxLength: 63,
+      pattern: DNS1123_LABEL,
+      description: 'Node id, unique in the DAG; the child Run is named `<dag>.<id>`.',
+      'x-hint': 'use lowercase letters, digits and \'-\' (e.g. "train")',
+    }),
+    needs: optional(
+      Type.Array(Type.String(), {
+        uniqueItems: true,
+        description: 'Ids of the nodes that must succeed first.',
+      }),
+    ),
+    retries: optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 100,
+        description:
+          'Retries after a user-code failure (attempts = retries + 1). Overrides `policy.maxAttempts`.',
+      }),
+    ),
+    inputs: optional(
+      KeyedMap(
+        ENV_NAME,
+        Type.String({
+          pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\.outputs\\.[A-Za-z_][A-Za-z0-9_-]*$',
+          'x-hint': 'refer to an output as "<node>.outputs.<name>", e.g. "tokenize.outputs.shards"',
+        }),
+        'Inputs from earlier nodes: `NAME: <node>.outputs.<output>`. The URI arrives as `ADV_INPUT_<NAME>`.',
+      ),
+    ),
+    outputs: optional(
+      KeyedMap(
+        '^[A-Za-z_][A-Za-z0-9_-]*$',
+        strict(
+          { description: optional(Type.String({ description: 'What the output holds.' })) },
+          'One declared output.',
+        ),
+        'Named outputs: artifact prefixes in the object store, written from `$ADV_ARTIFACT_DIR/<name>/`.',
+      ),
+    ),
+    run: strict(runSpecProperties, 'The node’s Run spec (merged over the DAG’s `defaults`).'),
+  },
+  'One DAG node: a Run with dependencies.',
+);
+
+export const DagSpecSchema = strict(
+  {
+    nodes: Type.Array(DagNodeSchema, { minItems: 1, maxItems: 10000, description: 'The nodes.' }),
+    defaults: optional(
+      strict(
+        {
+          code: optional(CodeSchema),
+          backendSelector: optional(BackendSelectorSchema),
+          policy: optional(PolicySchema),
+          env: optional(KeyedMap(ENV_NAME, Type.String(), 'Environment every node gets.')),
+        },
+        'Fields every node inherits unless it sets them.',
+      ),
+    ),
+    failFast: optional(
+      Type.Boolean({
+        description:
+          'On a node failure, stop scheduling the rest (true) or let independent branches finish (false, default).',
+      }),
+    ),
+    suspend: optional(Type.Boolean({ description: 'true cancels all live nodes.' })),
+  },
+  'A graph of Runs.',
+);
+
+export const DagSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.DAG, { description: 'Always `DAG`.' }),
+    metadata: Metadata(253, 'DAG'),
+    spec: DagSpecSchema,
+  },
+  'A pipeline of Runs: each node starts when the nodes it needs have succeeded.',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/dag.json', title: 'DAG' },
+);
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+export const BackendType = {
+  Local: 'local',
+  Ssh: 'ssh',
+  Slurm: 'slurm',
+  GcpTpu: 'gcp-tpu',
+  Volcano: 'volcano',
+  VastAi: 'vastai',
+  Agent: 'agent',
+} as const;
+export type BackendType = (typeof BackendType)[keyof typeof BackendType];
+
+const ConnectionSchema = strict(
+  {
+    host: Type.String({
+      minLength: 1,
+      pattern: '^[A-Za-z0-9._:\\[\\]-]+$',
+      description: 'Host name, address or `~/.ssh/config` alias.',
+      'x-hint': 'a host name, an IP address or an ssh config alias (no spaces or shell characters)',
+    }),
+    port: optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'SSH port. Default 22.' })),
+    user: optional(
+      Type.String({
+        pattern: '^[a-z_][a-z0-9_.-]*\\$?$',
+        description: 'Login user. Default: from ssh config.',
+      }),
+    ),
+    identityFile: optional(
+      Type.String({ description: 'Private key path on the controller. Default: the ssh agent.' }),
+    ),
+    knownHostsFile: optional(Type.String({ description: 'known_hosts file. Default `~/.ssh/known_hosts`.' })),
+    hostKeyPolicy: optional(
+      StringEnum(
+        ['strict', 'accept-new'] as const,
+        '`strict` (default): the host key must be in known_hosts. `accept-new`: trust a first-seen key and record it.',
+      ),
+    ),
+    proxyJump: optional(Type.String({ description: 'Jump host, `[user@]host[:port]`.' })),
+    keepaliveSec: optional(Type.Integer({ minimum: 1, description: 'Keepalive interval. Default 15.' })),
+  },
+  'How the controller reaches the host over SSH.',
+);
+
+const PathsSchema = strict(
+  {
+    root: optional(
+      Type.String({
+        description:
+          'Shared root on the cluster for code payloads and the runtime. Default `~/.adventuretime`.',
+      }),
+    ),
+    work: optional(Type.String({ description: 'Scratch dir for per-job work dirs. Default `<root>/work`.' })),
+    log: optional(Type.String({ description: 'Dir for scheduler output files. Default `<root>/logs`.' })),
+  },
+  'Paths on the backend.',
+);
+
+const PartitionSchema = strict(
+  {
+    name: Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'SLURM partition name.' }),
+    preemptible: optional(Type.Boolean({ description: 'Jobs here may be preempted.' })),
+    gpuType: optional(Type.String({ description: 'GPU type of this partition’s nodes.' })),
+    gpusPerNode: optional(Type.Integer({ minimum: 0, description: 'GPUs per node.' })),
+    maxTime: optional(Type.String({ description: 'Partition time limit, SLURM format.' })),
+  },
+  'A SLURM partition the backend may use.',
+);
+
+const SbatchDefaultsSchema = strict(
+  {
+    partition: optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_.,-]+$',
+        description: '`--partition` (several separated by commas).',
+        'x-hint': 'use partition names of letters, digits, ".", "_" and "-", separated by commas',
+      }),
+    ),
+    account: optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_.-]+$',
+        description: '`--account`.',
+        'x-hint': 'use letters, digits, ".", "_" and "-" only',
+      }),
+    ),
+    qos: optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_.-]+$',
+        description: '`--qos`.',
+        'x-hint': 'use letters, digits, ".", "_" and "-" only',
+      }),
+    ),
+    time: optional(
+      Type.String({
+        pattern: '^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$',
+        description: '`--time`, e.g. `24:00:00` or `2-00:00:00`.',
+        'x-hint': 'use SLURM time format, e.g. "24:00:00" or "2-00:00:00"',
+      }),
+    ),
+    mem: optional(
+      Type.String({
+        pattern: '^[0-9]+[KMGT]?$',
+        description: '`--mem`, e.g. `64G`.',
+        'x-hint': 'write e.g. "64G"',
+      }),
+    ),
+    cpusPerTask: optional(Type.Integer({ minimum: 1, description: '`--cpus-per-task`.' })),
+    exclude: optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_.,\\[\\]-]+$',
+        description: '`--exclude` node list.',
+        'x-hint': 'write a SLURM node list, e.g. "n[1-3],gpu07"',
+      }),
+    ),
+    constraint: optional(Type.String({ description: '`--constraint`.' })),
+    extra: optional(
+      Type.Array(Type.String({ pattern: '^--[a-z][a-z-]*(=.*)?$' }), {
+        description: 'Further `--flag=value` directives, each passed as one argument.',
+      }),
+    ),
+  },
+  'Directives every job gets unless the run says otherwise.',
+);
+
+export const BackendSpecSchema = strict(
+  {
+    type: StringEnum(Object.values(BackendType), 'Adapter type.'),
+    priority: optional(
+      Type.Integer({ description: 'Higher is tried first when a run’s order does not decide. Default 0.' }),
+    ),
+    cluster: optional(
+      Type.String({ description: 'Cluster name, for `backendSelector.constraints.clusters`.' }),
+    ),
+    maxConcurrent: optional(Type.Integer({ minimum: 1, description: 'Attempts running here at once.' })),
+    capabilities: optional(
+      strict(
+        {
+          gpus: optional(Type.Integer({ minimum: 0, description: 'GPUs per node.' })),
+          gpuTypes: optional(Type.Array(Type.String(), { description: 'GPU types available.' })),
+          vramGiB: optional(Type.Number({ minimum: 0, description: 'Memory per GPU.' })),
+          ramGiB: optional(Type.Number({ minimum: 0, description: 'Host memory per node.' })),
+          cpus: optional(Type.Number({ minimum: 0, description: 'Cores per node.' })),
+          nodes: optional(Type.Integer({ minimum: 1, description: 'Nodes a job may span.' })),
+          cuda: optional(Type.Boolean({ description: 'CUDA is available.' })),
+          preemptible: optional(Type.Boolean({ description: 'Capacity here may be preempted.' })),
+          costPerHour: optional(
+            Type.Number({ minimum: 0, description: 'Price per node-hour, for guardrails.' }),
+          ),
+        },
+        'What the backend offers, for the solver (a hint where the backend can also report capacity).',
+      ),
+    ),
+    connection: optional(ConnectionSchema),
+    paths: optional(PathsSchema),
+    setup: optional(Type.Array(Type.String(), { description: 'Shell steps run before every job here.' })),
+    local: optional(
+      strict(
+        {
+          workDir: optional(
+            Type.String({ description: 'Where job work dirs go. Default `<data-dir>/local`.' }),
+          ),
+        },
+        '`local` settings.',
+      ),
+    ),
+    slurm: optional(
+      strict(
+        {
+          partitions: optional(
+            Type.Array(PartitionSchema, { description: 'Partitions this backend may use.' }),
+          ),
+          sbatchDefaults: optional(SbatchDefaultsSchema),
+          gresMapping: optional(
+            KeyedMap(
+              '^[A-Za-z0-9_-]+$',
+              Type.String({ pattern: '^[A-Za-z0-9_:-]+$' }),
+              'GPU type → GRES name, e.g. `{H100: "gpu:h100"}`; `--gres=<name>:<count>`. `default` applies to `any`.',
+            ),
+          ),
+          signalGraceSec: optional(
+            Type.Integer({
+              minimum: 1,
+              description:
+                'Seconds before the time limit SLURM sends USR1 (`--signal=B:USR1@N`). Default 120.',
+            }),
+          ),
+          accounting: optional(
+            Type.Boolean({
+              description: 'Use `sacct` (true) or `scontrol show job` (false). Default: detect.',
+            }),
+          ),
+          coordinatorPort: optional(
+            Type.Integer({
+              minimum: 1024,
+              maximum: 65535,
+              description: 'JAX coordinator port. Default 29500.',
+            }),
+          ),
+        },
+        '`slurm` settings.',
+      ),
+    ),
+    gcpTpu: optional(
+      strict(
+        {
+          project: Type.String({ description: 'GCP project.' }),
+          zone: Type.String({ description: 'Zone, e.g. `us-central2-b`.' }),
+          acceleratorType: Type.String({ description: 'e.g. `v4-32`.' }),
+          runtimeVersion: optional(Type.String({ description: 'TPU VM runtime version.' })),
+          spot: optional(Type.Boolean({ description: 'Create spot VMs.' })),
+          chips: optional(Type.Integer({ minimum: 1, description: 'Chips per host.' })),
+        },
+        '`gcp-tpu` settings.',
+      ),
+    ),
+    volcano: optional(
+      strict(
+        {
+          context: optional(Type.String({ description: 'kubectl context.' })),
+          namespace: Type.String({ description: 'Namespace for Volcano Jobs.' }),
+          queue: optional(Type.String({ description: 'Volcano queue.' })),
+          image: Type.String({ description: 'Container image with Node.js ≥ 20.' }),
+          gpuResourceName: optional(Type.String({ description: 'Default `nvidia.com/gpu`.' })),
+        },
+        '`volcano` settings.',
+      ),
+    ),
+    vastai: optional(
+      strict(
+        {
+          apiKeySecret: Type.String({
+            pattern: ENV_NAME,
+            description: 'Name of the secret holding the API key.',
+          }),
+          gpuName: optional(Type.String({ description: 'Offer filter, e.g. `RTX_4090`.' })),
+          numGpus: optional(Type.Integer({ minimum: 1, description: 'GPUs per instance.' })),
+          maxDollarsPerHour: optional(Type.Number({ minimum: 0, description: 'Price cap.' })),
+          minReliability: optional(
+            Type.Number({ minimum: 0, maximum: 1, description: 'Offer reliability floor.' }),
+          ),
+          image: optional(Type.String({ description: 'Docker image.' })),
+          diskGiB: optional(Type.Integer({ minimum: 1, description: 'Disk size.' })),
+        },
+        '`vastai` settings.',
+      ),
+    ),
+    agent: optional(
+      strict(
+        {
+          pool: optional(Type.String({ description: 'Agents of this pool claim this backend’s jobs.' })),
+          tokenSecret: Type.String({ pattern: ENV_NAME, description: 'Secret agents authenticate with.' }),
+          staleAfterSec: optional(
+            Type.Integer({ minimum: 10, description: 'A claim without heartbeat expires.' }),
+          ),
+        },
+        '`agent` settings.',
+      ),
+    ),
+    suspend: optional(Type.Boolean({ description: 'true: no new attempts are placed here.' })),
+  },
+  'A place to run. The settings block named like `type` configures it (`slurm:`, `gcpTpu:`, …).',
+);
+
+export const BackendSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Backend, { description: 'Always `Backend`.' }),
+    metadata: Metadata(253, 'backend'),
+    spec: BackendSpecSchema,
+  },
+  'A place to run jobs: the local machine, an SSH host, a SLURM cluster, TPU VMs, Kubernetes, Vast.ai, or pull agents.',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/backend.json', title: 'Backend' },
+);
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+export const StorageSpecSchema = strict(
+  {
+    type: StringEnum(['s3', 'file'] as const, 'Store type.'),
+    file: optional(
+      strict(
+        {
+          path: Type.String({
+            minLength: 1,
+            description: 'Directory of the store. Relative paths are relative to the controller’s data dir.',
+          }),
+        },
+        '`file` settings.',
+      ),
+    ),
+    s3: optional(
+      strict(
+        {
+          bucket: Type.String({
+            minLength: 3,
+            maxLength: 63,
+            pattern: '^[a-z0-9][a-z0-9.-]*[a-z0-9]$',
+            description: 'Bucket.',
+          }),
+          endpoint: optional(
+            Type.String({ description: 'Endpoint URL for S3-compatible stores (MinIO, R2, …).' }),
+          ),
+          region: optional(Type.String({ description: 'Region. Default `us-east-1`.' })),
+          prefix: optional(Type.String({ description: 'Key prefix for everything AdventureTime writes.' })),
+          forcePathStyle: optional(
+            Type.Boolean({ description: 'Path-style addressing (MinIO). Default false.' }),
+          ),
+          credentialsSecret: optional(
+            Type.String({
+              pattern: ENV_NAME,
+              description:
+                'Secret name prefix: `<NAME>_ACCESS_KEY_ID` / `<NAME>_SECRET_ACCESS_KEY`. Default: the SDK chain.',
+            }),
+          ),
+        },
+        '`s3` settings.',
+      ),
+    ),
+    hotCache: optional(
+      strict(
+        {
+          path: Type.String({ description: 'Shared filesystem path used as a read cache.' }),
+          enabled: optional(Type.Boolean({ description: 'Default true.' })),
+        },
+        'Optional hot cache (NAS, Weka) in front of the store.',
+      ),
+    ),
+  },
+  'Where checkpoints, logs, heartbeats and code payloads live.',
+);
+
+export const StorageSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Storage, { description: 'Always `Storage`.' }),
+    metadata: Metadata(253, 'storage'),
+    spec: StorageSpecSchema,
+  },
+  'The object store: S3-compatible or a local directory (`file`).',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/storage.json', title: 'Storage' },
+);
+
+// ---------------------------------------------------------------------------------------------
+
+export type RunSpec = Static<typeof RunSpecSchema>;
+export type Run = Static<typeof RunSchema>;
+export type DagNode = Static<typeof DagNodeSchema>;
+export type DagSpec = Static<typeof DagSpecSchema>;
+export type Dag = Static<typeof DagSchema>;
+export type BackendSpec = Static<typeof BackendSpecSchema>;
+export type Backend = Static<typeof BackendSchema>;
+export type StorageSpec = Static<typeof StorageSpecSchema>;
+export type Storage = Static<typeof StorageSchema>;
+export type Resources = Static<typeof ResourcesSchema>;
+export type Policy = Static<typeof PolicySchema>;
+export type Parallelism = Static<typeof ParallelismSchema>;
+
+/** Any resource, discriminated by kind. */
+export type SpecObject = Run | Dag | Backend | Storage;
+
+/** Schema per kind, for validation and generation. */
+export const SCHEMAS = {
+  Run: RunSchema,
+  DAG: DagSchema,
+  Backend: BackendSchema,
+  Storage: StorageSchema,
+} as const satisfies Record<Kind, TSchema>;
