@@ -1,0 +1,47 @@
+/** Small helpers shared by the benchmarks: timing, child-process isolation, tables. */
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export interface Sample {
+  ms: number;
+  maxRssMiB: number;
+  [extra: string]: number;
+}
+
+/** Runs `script --mode M args…` in a fresh Node process (clean heap, own peak RSS) and parses its JSON line. */
+export function isolated(script: string, args: string[]): Sample {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const line = out.trim().split('\n').pop()!;
+  return JSON.parse(line) as Sample;
+}
+
+/** Prints one JSON sample line: wall time of `fn` and the process's peak RSS. */
+export async function report(fn: () => Promise<Record<string, number> | void>): Promise<void> {
+  const t0 = performance.now();
+  const extra = (await fn()) ?? {};
+  const ms = performance.now() - t0;
+  const maxRssMiB = process.resourceUsage().maxRSS / 1024;
+  console.log(JSON.stringify({ ms, maxRssMiB, ...extra }));
+}
+
+export const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+
+export const percentile = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+
+export function table(headers: string[], rows: (string | number)[][]): string {
+  const fmt = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(2)) : v);
+  return [
+    `| ${headers.join(' | ')} |`,
+    `|${headers.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.map(fmt).join(' | ')} |`),
+  ].join('\n');
+}

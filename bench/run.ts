@@ -1,0 +1,22 @@
+/**
+ * `npm run bench [name…]`: runs the benchmarks (all by default) and prints Markdown tables to copy
+ * into docs/benchmarks.md. Each benchmark measures its baseline in the same run.
+ */
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BENCHES: Record<string, string> = {
+  'load-specs': './load-specs.ts',
+};
+
+const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+for (const name of wanted) {
+  const script = BENCHES[name];
+  if (!script) {
+    console.error(`unknown benchmark "${name}"; known: ${Object.keys(BENCHES).join(', ')}`);
+    process.exitCode = 2;
+    continue;
+  }
+  console.log(`\n## ${name}`);
+  execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], { stdio: 'inherit' });
+}

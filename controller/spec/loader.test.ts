@@ -1,0 +1,83 @@
+import { mkdtemp, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SpecLoader } from './loader.js';
+import { DirectorySource } from './source.js';
+
+const run = (name: string, cmd = 'echo hi') =>
+  `apiVersion: adventuretime.dev/v1alpha1\nkind: Run\nmetadata:\n  name: ${name}\nspec:\n  command: ${cmd}\n`;
+
+describe('SpecLoader', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'adv-loader-'));
+    await mkdir(join(dir, 'runs'));
+    for (let i = 0; i < 20; i++) await writeFile(join(dir, 'runs', `r${i}.yaml`), run(`r${i}`));
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  it('re-parses only the changed file on sync', async () => {
+    const loader = new SpecLoader();
+    const source = new DirectorySource(dir);
+    const first = await loader.sync(source);
+    expect(first.objects).toHaveLength(20);
+    expect(loader.parsedFiles).toBe(20);
+
+    await writeFile(join(dir, 'runs', 'r3.yaml'), run('r3', 'echo changed'));
+    const second = await loader.sync(source);
+    expect(loader.parsedFiles).toBe(21);
+    const r3 = second.objects.find((o) => o.name === 'r3')!;
+    expect((r3.object.spec as { command: string }).command).toBe('echo changed');
+  });
+
+  it('forgets removed files and picks up new ones', async () => {
+    const loader = new SpecLoader();
+    const source = new DirectorySource(dir);
+    await loader.sync(source);
+    await rm(join(dir, 'runs', 'r0.yaml'));
+    await writeFile(join(dir, 'runs', 'new.yml'), run('new'));
+    const r = await loader.sync(source);
+    const names = r.objects.map((o) => o.name);
+    expect(names).not.toContain('r0');
+    expect(names).toContain('new');
+    expect(r.fileCount).toBe(20);
+  });
+
+  it('re-evaluates cross-file rules when one file changes', async () => {
+    const loader = new SpecLoader();
+    const source = new DirectorySource(dir);
+    await writeFile(join(dir, 'runs', 'dup.yaml'), run('r1'));
+    let r = await loader.sync(source);
+    expect(r.diagnostics.filter((d) => d.code === 'DuplicateName')).toHaveLength(2);
+    expect(r.objects.map((o) => o.name)).not.toContain('r1');
+    await writeFile(join(dir, 'runs', 'dup.yaml'), run('r1-copy'));
+    r = await loader.sync(source);
+    expect(r.diagnostics).toEqual([]);
+    expect(r.objects.map((o) => o.name)).toEqual(expect.arrayContaining(['r1', 'r1-copy']));
+  });
+
+  it('skips hidden directories and does not follow symlinks out of the repo', async () => {
+    await mkdir(join(dir, '.github', 'workflows'), { recursive: true });
+    await writeFile(join(dir, '.github', 'workflows', 'plan.yaml'), 'on: push\n');
+    const outside = await mkdtemp(join(tmpdir(), 'adv-outside-'));
+    await writeFile(join(outside, 'secret.yaml'), run('outside'));
+    await symlink(join(outside, 'secret.yaml'), join(dir, 'link.yaml'));
+    const r = await new SpecLoader().sync(new DirectorySource(dir));
+    expect(r.diagnostics).toEqual([]);
+    expect(r.objects.map((o) => o.name)).not.toContain('outside');
+    await rm(outside, { recursive: true, force: true });
+  });
+
+  it('keeps valid documents of a file whose other document is bad', async () => {
+    await writeFile(
+      join(dir, 'multi.yaml'),
+      run('good-one') + '---\n' + run('BAD') + '---\n' + run('good-two'),
+    );
+    const r = await new SpecLoader().sync(new DirectorySource(dir));
+    const names = r.objects.map((o) => o.name);
+    expect(names).toEqual(expect.arrayContaining(['good-one', 'good-two']));
+    expect(r.invalid).toHaveLength(1);
+    expect(r.invalid[0]).toMatchObject({ file: 'multi.yaml', line: 8, kind: 'Run', name: 'BAD' });
+  });
+});

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { devicesOf, findCycle } from './rules.js';
+import { SpecLoader } from './loader.js';
+
+describe('findCycle', () => {
+  it.each([
+    { name: 'empty', nodes: [], cycle: undefined },
+    {
+      name: 'chain',
+      nodes: [
+        { id: 'a', needs: [] },
+        { id: 'b', needs: ['a'] },
+        { id: 'c', needs: ['b'] },
+      ],
+      cycle: undefined,
+    },
+    {
+      name: 'diamond',
+      nodes: [
+        { id: 'a', needs: [] },
+        { id: 'b', needs: ['a'] },
+        { id: 'c', needs: ['a'] },
+        { id: 'd', needs: ['b', 'c'] },
+      ],
+      cycle: undefined,
+    },
+    {
+      name: 'two-cycle',
+      nodes: [
+        { id: 'a', needs: ['b'] },
+        { id: 'b', needs: ['a'] },
+      ],
+      cycle: ['a', 'b', 'a'],
+    },
+    {
+      name: 'three-cycle',
+      nodes: [
+        { id: 'a', needs: ['c'] },
+        { id: 'b', needs: ['a'] },
+        { id: 'c', needs: ['b'] },
+      ],
+      cycle: ['a', 'b', 'c', 'a'],
+    },
+    {
+      name: 'cycle behind a chain',
+      nodes: [
+        { id: 'x', needs: [] },
+        { id: 'a', needs: ['x', 'b'] },
+        { id: 'b', needs: ['a'] },
+      ],
+      cycle: ['a', 'b', 'a'],
+    },
+    { name: 'unknown needs are ignored here', nodes: [{ id: 'a', needs: ['zzz'] }], cycle: undefined },
+  ])('$name', ({ nodes, cycle }) => {
+    expect(findCycle(nodes)).toEqual(cycle);
+  });
+
+  it('handles a 10,000-node chain without recursion trouble at this depth', () => {
+    const nodes = Array.from({ length: 5000 }, (_, i) => ({ id: `n${i}`, needs: i ? [`n${i - 1}`] : [] }));
+    expect(findCycle(nodes)).toBeUndefined();
+  });
+});
+
+describe('devicesOf', () => {
+  it.each([
+    [{}, 0],
+    [{ gpus: 8 }, 8],
+    [{ gpus: 8, nodes: 2 }, 16],
+    [{ tpus: 4, nodes: 4 }, 16],
+    [{ gpus: 2, tpus: 4 }, 2],
+  ])('%j → %i', (r, n) => expect(devicesOf(r)).toBe(n));
+});
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const run = (name: string, spec: string) =>
+  `apiVersion: adventuretime.dev/v1alpha1\nkind: Run\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+
+describe('mesh rules', () => {
+  const check = (spec: string) => {
+    const l = new SpecLoader();
+    l.loadFile('r.yaml', enc(run('r', spec)), '1');
+    return l.result().diagnostics.map((d) => d.code);
+  };
+  it.each([
+    [
+      'exact product',
+      '  command: x\n  resources: {gpus: 8}\n  parallelism: {mesh: {axes: [d, m], shape: [4, 2]}}\n',
+      [],
+    ],
+    [
+      'null takes the rest',
+      '  command: x\n  resources: {gpus: 8, nodes: 2}\n  parallelism: {mesh: {axes: [d, m], shape: [null, 2]}}\n',
+      [],
+    ],
+    [
+      'two nulls',
+      '  command: x\n  resources: {gpus: 8}\n  parallelism: {mesh: {axes: [d, m], shape: [null, null]}}\n',
+      ['MeshShape'],
+    ],
+    [
+      'duplicate axis',
+      '  command: x\n  resources: {gpus: 4}\n  parallelism: {mesh: {axes: [d, d], shape: [2, 2]}}\n',
+      ['MeshAxisDuplicate'],
+    ],
+    [
+      'pp stages inferred from null',
+      '  command: x\n  resources: {gpus: 8}\n  parallelism: {mesh: {axes: [d, p], shape: [2, null]}, pp: {axis: p, stages: 4}}\n',
+      [],
+    ],
+    [
+      'tpus count as devices',
+      '  command: x\n  resources: {tpus: 4, nodes: 2}\n  parallelism: {mesh: {axes: [d], shape: [8]}}\n',
+      [],
+    ],
+  ])('%s', (_name, spec, codes) => {
+    expect(check(spec)).toEqual(codes);
+  });
+});
