@@ -55,7 +55,9 @@ export async function generateRepo(dir: string, runs: number): Promise<void> {
   const width = 500;
   for (let i = 0; i < runs; i += width) {
     await Promise.all(
-      Array.from({ length: Math.min(width, runs - i) }, (_, k) => writeFile(join(dir, 'runs', `sweep-${i + k}.yaml`), runYaml(i + k))),
+      Array.from({ length: Math.min(width, runs - i) }, (_, k) =>
+        writeFile(join(dir, 'runs', `sweep-${i + k}.yaml`), runYaml(i + k)),
+      ),
     );
   }
 }

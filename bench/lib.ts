@@ -10,10 +10,14 @@ export interface Sample {
 
 /** Runs `script --mode M args…` in a fresh Node process (clean heap, own peak RSS) and parses its JSON line. */
 export function isolated(script: string, args: string[]): Sample {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], {
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args],
+    {
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   const line = out.trim().split('\n').pop()!;
   return JSON.parse(line) as Sample;
 }
@@ -38,7 +42,8 @@ export const percentile = (xs: number[], p: number): number => {
 };
 
 export function table(headers: string[], rows: (string | number)[][]): string {
-  const fmt = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(2)) : v);
+  const fmt = (v: string | number) =>
+    typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(2)) : v;
   return [
     `| ${headers.join(' | ')} |`,
     `|${headers.map(() => '---').join('|')}|`,

@@ -42,7 +42,10 @@ async function sample(mode: string, dir: string): Promise<void> {
     const loader = new SpecLoader();
     const source = new DirectorySource(dir);
     await loader.sync(source);
-    await writeFile(join(dir, 'runs', 'sweep-7.yaml'), runYaml(7).replace('WANDB_PROJECT: sweep', 'WANDB_PROJECT: changed'));
+    await writeFile(
+      join(dir, 'runs', 'sweep-7.yaml'),
+      runYaml(7).replace('WANDB_PROJECT: sweep', 'WANDB_PROJECT: changed'),
+    );
     const t0 = performance.now();
     await loader.sync(source);
     const reloadMs = performance.now() - t0;
@@ -50,7 +53,9 @@ async function sample(mode: string, dir: string): Promise<void> {
     loader.loadFile('runs/sweep-8.yaml', new TextEncoder().encode(runYaml(8) + '# edit\n'), 'edited');
     loader.result();
     const oneFileMs = performance.now() - t1;
-    console.log(JSON.stringify({ ms: reloadMs, oneFileMs, maxRssMiB: process.resourceUsage().maxRSS / 1024 }));
+    console.log(
+      JSON.stringify({ ms: reloadMs, oneFileMs, maxRssMiB: process.resourceUsage().maxRSS / 1024 }),
+    );
   }
 }
 
@@ -64,7 +69,10 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'adv-bench-load-'));
   try {
     await generateRepo(dir, runs);
-    const results: Record<string, { ms: number[]; rss: number[] }> = { parse: { ms: [], rss: [] }, load: { ms: [], rss: [] } };
+    const results: Record<string, { ms: number[]; rss: number[] }> = {
+      parse: { ms: [], rss: [] },
+      load: { ms: [], rss: [] },
+    };
     for (let r = 0; r < reps; r++) {
       for (const mode of ['parse', 'load'] as const) {
         const s = isolated('./load-specs.ts', ['--mode', mode, '--dir', dir]);
@@ -81,9 +89,27 @@ async function main(): Promise<void> {
         ['what', 'wall ms', 'docs/s', 'peak RSS MiB', 'ratio to yaml.parse'],
         [
           ['yaml.parse only (floor)', parseMs, (runs / parseMs) * 1000, median(results.parse!.rss), 1],
-          ['full load (parse with positions, schema, rules)', loadMs, (runs / loadMs) * 1000, median(results.load!.rss), loadMs / parseMs],
-          ['sync after one file changed (stat walk + 1 parse)', reload.ms, 0, reload.maxRssMiB, reload.ms / parseMs],
-          ['loadFile + result() for one file', reload.oneFileMs!, 0, reload.maxRssMiB, reload.oneFileMs! / parseMs],
+          [
+            'full load (parse with positions, schema, rules)',
+            loadMs,
+            (runs / loadMs) * 1000,
+            median(results.load!.rss),
+            loadMs / parseMs,
+          ],
+          [
+            'sync after one file changed (stat walk + 1 parse)',
+            reload.ms,
+            0,
+            reload.maxRssMiB,
+            reload.ms / parseMs,
+          ],
+          [
+            'loadFile + result() for one file',
+            reload.oneFileMs!,
+            0,
+            reload.maxRssMiB,
+            reload.oneFileMs! / parseMs,
+          ],
         ],
       ),
     );

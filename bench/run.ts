@@ -18,5 +18,7 @@ for (const name of wanted) {
     continue;
   }
   console.log(`\n## ${name}`);
-  execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], {
+    stdio: 'inherit',
+  });
 }
