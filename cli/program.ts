@@ -1,6 +1,12 @@
 /** Builds the `adv` command tree. Each command lives in `commands/` and only composes the barrel. */
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../controller/index.js';
+import { registerApply } from './commands/apply.js';
+import { registerController } from './commands/controller.js';
+import { registerDescribe } from './commands/describe.js';
+import { registerExec } from './commands/exec.js';
+import { registerGet } from './commands/get.js';
+import { registerInit } from './commands/init.js';
 import { registerSchema } from './commands/schema.js';
 import { registerValidate } from './commands/validate.js';
 import { ExitCode, reportError } from './exit.js';
@@ -20,9 +26,13 @@ export function buildProgram(io: Io): Command {
       'after',
       `
 Examples:
+  adv init my-specs && cd my-specs    # a local specs repo with a hello run
+  adv controller --once               # reconcile until every run has finished
+  adv get runs                        # status, read from the adventuretime/status branch
+  adv describe run hello              # attempts, conditions and history (git log)
   adv validate specs/                 # check a specs repo before you push
-  adv schema Run                      # the Run schema (JSON Schema)
-  adv version
+  adv apply -f runs/train.yaml        # validate, commit (and push) one spec
+  adv cancel train                    # commit spec.suspend: true
 
 Docs: README.md and docs/reference/specs.md`,
     );
@@ -32,7 +42,13 @@ Docs: README.md and docs/reference/specs.md`,
     .action(() => {
       io.stdout.write(`adv ${VERSION} (node ${process.version})\n`);
     });
+  registerInit(program, io);
   registerValidate(program, io);
+  registerController(program, io);
+  registerGet(program, io);
+  registerDescribe(program, io);
+  registerApply(program, io);
+  registerExec(program, io);
   registerSchema(program, io);
   return program;
 }
@@ -49,9 +65,9 @@ export async function runCli(argv: readonly string[], io: Io = defaultIo()): Pro
         return ExitCode.Ok;
       return ExitCode.Usage;
     }
-    if ((err as { data?: { quiet?: boolean } }).data?.quiet) {
-      return reportErrorQuietly(err);
-    }
+    const data = (err as { data?: { quiet?: boolean; exitCode?: number } }).data;
+    if (typeof data?.exitCode === 'number') return data.exitCode;
+    if (data?.quiet) return reportErrorQuietly(err);
     return reportError(err, io.stderr);
   }
 }

@@ -1,0 +1,128 @@
+import type { Command } from 'commander';
+import { readFile } from 'node:fs/promises';
+import { relative, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { AdvError, ErrorCode, SpecLoader, formatDiagnostic, type Kind } from '../../controller/index.js';
+import { RECONCILE_ANNOTATION } from '../../controller/reconcile/run-plan.js';
+import { gitToken, resolveRepo } from '../repo.js';
+import { openSpecsWorkTree } from '../specs-writer.js';
+import type { Io } from '../output.js';
+
+const DIRS: Record<Kind, string> = { Run: 'runs', DAG: 'dags', Backend: 'backends', Storage: '' };
+
+interface RepoOpts {
+  repo?: string;
+  branch: string;
+}
+
+export function registerApply(program: Command, io: Io): void {
+  program
+    .command('apply')
+    .description('Validate a spec file, commit it to the specs repo (and push, for a URL)')
+    .requiredOption('-f, --file <path>', 'the spec file')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .addHelpText('after', '\nExamples:\n  adv apply -f runs/sweep-3.yaml\n  adv apply -f train.yaml --repo https://git.example.com/lab/specs.git')
+    .action(async (opts: RepoOpts & { file: string }) => {
+      const file = resolve(io.cwd, opts.file);
+      const bytes = await readFile(file);
+      const repo = await resolveRepo(opts.repo, io.cwd);
+      const wt = await openSpecsWorkTree(repo, opts.branch, await gitToken(io.env));
+      try {
+        // Where it goes: where it is, when it is inside the work tree; else <kind dir>/<name>.yaml.
+        const inside = relative(wt.dir, file);
+        const loader = new SpecLoader();
+        loader.loadFile(inside.startsWith('..') ? opts.file : inside, bytes, 'apply');
+        const own = loader.result();
+        const errors = own.diagnostics.filter((d) => d.severity === 'error');
+        if (errors.length || own.objects.length === 0) {
+          for (const d of own.diagnostics) io.stdout.write(formatDiagnostic(d) + '\n');
+          throw new AdvError(ErrorCode.SpecInvalid, own.objects.length ? `${opts.file} is invalid; nothing was committed` : `${opts.file} holds no spec`, { quiet: errors.length > 0 });
+        }
+        const first = own.objects[0]!;
+        const target = !inside.startsWith('..') ? inside : first.kind === 'Storage' ? 'storage.yaml' : `${DIRS[first.kind]}/${first.name}.yaml`;
+        await wt.write(target, bytes.toString('utf8'));
+        const whole = await wt.load();
+        const mine = whole.diagnostics.filter((d) => d.file === target && d.severity === 'error');
+        if (mine.length) {
+          for (const d of mine) io.stdout.write(formatDiagnostic(d) + '\n');
+          throw new AdvError(ErrorCode.SpecInvalid, `${opts.file} does not fit the specs repo; nothing was committed`, { quiet: true });
+        }
+        const names = own.objects.map((o) => `${o.kind.toLowerCase()}/${o.name}`).join(', ');
+        const sha = await wt.commit([target], `apply ${names}`);
+        io.stdout.write(`${names} applied as ${target} (commit ${sha.slice(0, 10)})\n`);
+      } finally {
+        await wt.close();
+      }
+    });
+
+  const patchRun = async (name: string, opts: RepoOpts, edit: (set: (path: string[], v: unknown) => void) => void, message: string) => {
+    const repo = await resolveRepo(opts.repo, io.cwd);
+    const wt = await openSpecsWorkTree(repo, opts.branch, await gitToken(io.env));
+    try {
+      const specs = await wt.load();
+      const found = specs.objects.find((o) => o.kind === 'Run' && o.name === name) ?? specs.invalid.find((o) => o.kind === 'Run' && o.name === name);
+      if (!found) throw new AdvError(ErrorCode.NotFound, `no Run "${name}" in ${repo}`, { hint: 'adv get runs lists the runs' });
+      const text = (await wt.read(found.file))!;
+      const docs = parseAllDocuments(text);
+      const list = Array.isArray(docs) ? docs : [];
+      const doc = list.find((d) => {
+        const v = d.toJS() as { kind?: string; metadata?: { name?: string } } | null;
+        return v?.kind === 'Run' && v.metadata?.name === name;
+      });
+      if (!doc) throw new AdvError(ErrorCode.NotFound, `cannot find Run "${name}" in ${found.file}`);
+      edit((path, v) => doc.setIn(path, v));
+      await wt.write(found.file, list.map((d) => d.toString()).join(''));
+      const sha = await wt.commit([found.file], message);
+      io.stdout.write(`${message} (${found.file}, commit ${sha.slice(0, 10)})\n`);
+    } finally {
+      await wt.close();
+    }
+  };
+
+  program
+    .command('cancel')
+    .description('Cancel a run: commits spec.suspend: true to the specs repo')
+    .argument('<name>', 'run name')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .addHelpText('after', '\nExamples:\n  adv cancel fork-mid-2026-01-21-001\n  (undo: set spec.suspend: false, or delete the line, and push)')
+    .action((name: string, opts: RepoOpts) => patchRun(name, opts, (set) => set(['spec', 'suspend'], true), `cancel run/${name}`));
+
+  program
+    .command('reconcile')
+    .description('Ask the controller to look at a run now (a running controller is told directly)')
+    .argument('<kind>', 'run')
+    .argument('<name>', 'run name')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .option('--data-dir <dir>', "the controller's data dir, to find a running controller")
+    .action(async (kind: string, name: string, opts: RepoOpts & { dataDir?: string }) => {
+      if (!/^runs?$/i.test(kind)) throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${kind}"`, { hint: 'use: adv reconcile run NAME' });
+      const { defaultDataDir } = await import('../repo.js');
+      const repo = await resolveRepo(opts.repo, io.cwd);
+      const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+      const info = await readFile(`${dataDir}/controller.json`, 'utf8')
+        .then((t) => JSON.parse(t) as { url?: string | null; pid?: number })
+        .catch(() => undefined);
+      let alive = false;
+      try {
+        if (info?.pid) process.kill(info.pid, 0);
+        alive = Boolean(info?.pid);
+      } catch {
+        alive = false;
+      }
+      if (alive && info?.url) {
+        const secret = io.env.ADV_WEBHOOK_SECRET;
+        const res = await fetch(`${info.url}/api/v1/reconcile/run/${encodeURIComponent(name)}`, {
+          method: 'POST',
+          headers: secret ? { authorization: `Bearer ${secret}` } : {},
+        });
+        if (!res.ok) throw new AdvError(ErrorCode.BackendError, `controller answered ${res.status}: ${await res.text()}`);
+        io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
+        return;
+      }
+      // No controller to tell: leave the request in git, as Flux's requestedAt annotation does.
+      await patchRun(name, opts, (set) => set(['metadata', 'annotations', RECONCILE_ANNOTATION], new Date().toISOString()), `reconcile run/${name}`);
+    });
+}

@@ -1,0 +1,98 @@
+import type { Command } from 'commander';
+import { Controller } from '../../controller/controller.js';
+import { serve } from '../../controller/serve.js';
+import { makeLogger } from '../logger.js';
+import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
+import type { Io } from '../output.js';
+
+interface Opts {
+  repo?: string;
+  branch: string;
+  statusBranch?: string;
+  dataDir?: string;
+  path?: string;
+  once?: boolean;
+  timeout: string;
+  fetchInterval: string;
+  pollInterval: string;
+  resyncInterval: string;
+  http?: string;
+  webhookSecretEnv: string;
+  watch: boolean;
+  logLevel: string;
+  gitReader: 'native' | 'isomorphic';
+}
+
+export function registerController(program: Command, io: Io): void {
+  program
+    .command('controller')
+    .description('Run the controller: watch the specs repo, run what it asks for, write status to git')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .option('--status-branch <name>', 'where status is written (default adventuretime/status)')
+    .option('--data-dir <dir>', 'working clone and local job dirs (default: inside .git for a local repo)')
+    .option('--path <dir>', 'only specs under this folder of the repo')
+    .option('--once', 'reconcile until no run is in flight, then exit (for scripts and tests)')
+    .option('--timeout <duration>', 'with --once: give up after this long', '10m')
+    .option('--fetch-interval <duration>', 'how often to fetch the specs repo', '10s')
+    .option('--poll-interval <duration>', 'how often to poll backends for live jobs', '2s')
+    .option('--resync-interval <duration>', 'how often to re-examine every object', '60s')
+    .option('--http <host:port>', 'serve the webhook and API on this address (e.g. 127.0.0.1:8080)')
+    .option('--webhook-secret-env <name>', 'environment variable holding the webhook secret', 'ADV_WEBHOOK_SECRET')
+    .option('--no-watch', 'do not watch a local repo for ref changes')
+    .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
+    .option('--git-reader <impl>', 'object reader: native (git cat-file) or isomorphic (isomorphic-git)', 'native')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  adv controller --once                                  # in a specs repo made by adv init
+  adv controller --repo https://git.example.com/lab/specs.git --http 127.0.0.1:8080
+      # token from ADV_GIT_TOKEN (or ADV_GIT_TOKEN_FILE); webhook secret from ADV_WEBHOOK_SECRET
+      # point the git host's push webhook at http://HOST:8080/hooks/git`,
+    )
+    .action(async (opts: Opts) => {
+      const repo = await resolveRepo(opts.repo, io.cwd);
+      const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+      const logger = makeLogger(io, opts.logLevel);
+      const token = await gitToken(io.env);
+      const controller = await Controller.create({
+        repo,
+        branch: opts.branch,
+        ...(opts.statusBranch ? { statusBranch: opts.statusBranch } : {}),
+        dataDir,
+        ...(token ? { token } : {}),
+        ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
+        reader: opts.gitReader,
+        fetchIntervalMs: parseDuration(opts.fetchInterval),
+        pollIntervalMs: parseDuration(opts.pollInterval),
+        resyncIntervalMs: parseDuration(opts.resyncInterval),
+        logger,
+      });
+      logger.info({ repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir }, 'controller starting');
+      if (opts.once) {
+        try {
+          await controller.runUntilIdle({ timeoutMs: parseDuration(opts.timeout) });
+        } finally {
+          await controller.stop();
+        }
+        return;
+      }
+      const secret = io.env[opts.webhookSecretEnv];
+      const serving = await serve(controller, {
+        ...(opts.http ? { httpAddr: opts.http } : {}),
+        ...(secret ? { webhookSecret: secret } : {}),
+        watch: opts.watch,
+      });
+      if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
+      await controller.writeRuntimeInfo({ url: serving.url ?? null, repo: controller.repo.location });
+      const stop = async () => {
+        logger.info('stopping');
+        await serving.close();
+        await controller.stop();
+      };
+      process.once('SIGINT', () => void stop());
+      process.once('SIGTERM', () => void stop());
+      await controller.run();
+    });
+}

@@ -1,0 +1,44 @@
+/** Opens the status branch of a specs repo for reading (fetching it first for a URL). */
+import { createHash } from 'node:crypto';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { AdvError, ErrorCode } from '../controller/index.js';
+import { SpecsRepo, isRemoteUrl } from '../controller/git/specs-repo.js';
+import { StatusStore } from '../controller/status/store.js';
+import { gitToken, resolveRepo } from './repo.js';
+import type { Io } from './output.js';
+
+export interface StatusReader {
+  repo: SpecsRepo;
+  store: StatusStore;
+  close(): Promise<void>;
+}
+
+export async function openStatus(opts: { repo?: string; branch?: string; statusBranch?: string }, io: Io): Promise<StatusReader> {
+  const repoArg = await resolveRepo(opts.repo, io.cwd);
+  const cache = join(io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'), 'adventuretime', createHash('sha256').update(repoArg).digest('hex').slice(0, 16));
+  const token = await gitToken(io.env);
+  const repo = await SpecsRepo.open({
+    repo: repoArg,
+    dataDir: cache,
+    ...(opts.branch ? { branch: opts.branch } : {}),
+    ...(opts.statusBranch ? { statusBranch: opts.statusBranch } : {}),
+    ...(token ? { token } : {}),
+  });
+  if (isRemoteUrl(repoArg)) {
+    try {
+      await repo.refresh();
+    } catch (e) {
+      throw new AdvError(ErrorCode.GitError, (e as Error).message, { hint: 'check --repo and ADV_GIT_TOKEN' });
+    }
+  }
+  const store = new StatusStore(repo.git, repo.mode === 'remote' ? `refs/remotes/origin/${repo.statusBranch}` : repo.statusRef, { name: 'adv', email: 'adv@localhost' });
+  await store.load();
+  if (!store.head) {
+    await repo.close();
+    throw new AdvError(ErrorCode.NotFound, `no status branch ${repo.statusBranch} in ${repo.location} yet`, {
+      hint: 'start the controller on this repo (adv controller), or check --repo',
+    });
+  }
+  return { repo, store, close: () => repo.close() };
+}

@@ -1,0 +1,179 @@
+/**
+ * `local`: a detached process on the controller's machine — the embedded default.
+ *
+ * Each job has a dir `<data-dir>/local/jobs/<job-name>/`: the code tree in `work/`, the output in
+ * `output.log`, and the records `adv exec` writes (`exec.json`: pids; `exit.json`: how it ended).
+ * The process runs in its own process group and outlives the controller; after a restart `find`
+ * and `poll` read the same records, so nothing needs the controller's memory.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, statSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { advCommand } from '../../internal/self.js';
+import { runGit } from '../../git/native.js';
+import { isSameProcessAlive } from '../../../runtime/proc.js';
+import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, ExitReason, readJson, type ExecRecord, type ExitRecord } from '../../../runtime/records.js';
+import type { Backend as BackendObject } from '../../spec/schema.js';
+import { JobState, type Backend, type BackendContext, type BackendFactory, type JobHandle, type JobRequest, type ObservedJob } from '../types.js';
+
+/** A job dir without exec.json this long after submission never started. */
+const START_TIMEOUT_MS = 60_000;
+const CANCEL_GRACE_MS = 10_000;
+
+export class LocalBackend implements Backend {
+  readonly type = 'local' as const;
+  private readonly jobsDir: string;
+
+  constructor(
+    readonly name: string,
+    private readonly ctx: BackendContext,
+    workDir?: string,
+  ) {
+    this.jobsDir = workDir ?? join(ctx.dataDir, 'local', name, 'jobs');
+  }
+
+  private dir(jobName: string): string {
+    return join(this.jobsDir, jobName);
+  }
+
+  async submit(job: JobRequest): Promise<JobHandle> {
+    const dir = this.dir(job.jobName);
+    await mkdir(this.jobsDir, { recursive: true });
+    try {
+      await mkdir(dir); // exclusive: the job name is the idempotency key
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const existing = await this.find(job.jobName);
+      if (existing) return existing;
+    }
+    const work = join(dir, 'work');
+    await mkdir(work, { recursive: true });
+    await exportTree(this.ctx.gitdir, job.code.commit, job.code.path, work);
+    await writeFile(join(dir, 'request.json'), JSON.stringify({ ...job, env: Object.keys(job.env) }, null, 2));
+    const out = openSync(join(dir, 'output.log'), 'a');
+    const [node, ...prefix] = advCommand();
+    const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
+    const child = spawn(
+      node!,
+      [...prefix, 'exec', '--run', job.run, '--attempt', String(job.attempt), '--job-dir', dir, '--', ...job.argv],
+      { cwd, detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...job.env } },
+    );
+    closeSync(out);
+    const pid = child.pid;
+    child.unref();
+    if (!pid) throw new Error(`cannot start adv exec for ${job.jobName}`);
+    await writeFile(join(dir, 'pid'), String(pid));
+    this.ctx.logger.info({ job: job.jobName, pid }, 'started local job');
+    return { backend: this.name, jobName: job.jobName, jobId: String(pid) };
+  }
+
+  async find(jobName: string): Promise<JobHandle | undefined> {
+    const dir = this.dir(jobName);
+    if (!existsSync(dir)) return undefined;
+    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
+    const pid = exec?.pid ?? Number((await readFile(join(dir, 'pid'), 'utf8').catch(() => '')) || 0);
+    return { backend: this.name, jobName, jobId: pid ? String(pid) : 'unknown' };
+  }
+
+  async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
+    return handles.map((h) => this.observe(h));
+  }
+
+  private observe(h: JobHandle): ObservedJob {
+    const dir = this.dir(h.jobName);
+    const base = { jobName: h.jobName, jobId: h.jobId };
+    if (!existsSync(dir)) return { ...base, state: JobState.Lost, reason: 'JobDirMissing', message: `${dir} is gone` };
+    const exit = readJson<ExitRecord>(dir, EXIT_FILE);
+    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
+    if (exit) {
+      const state =
+        exit.reason === ExitReason.Completed
+          ? JobState.Succeeded
+          : exit.reason === ExitReason.Cancelled
+            ? JobState.Cancelled
+            : exit.reason === ExitReason.Preempted
+              ? JobState.Preempted
+              : JobState.Failed;
+      return {
+        ...base,
+        state,
+        reason: exit.reason,
+        exitCode: exit.exitCode,
+        ...(exit.message ? { message: exit.message } : {}),
+        startedAt: exit.startedAt,
+        finishedAt: exit.finishedAt,
+      };
+    }
+    if (exec) {
+      if (isSameProcessAlive(exec.pid, exec.startTicks)) return { ...base, state: JobState.Running, startedAt: exec.startedAt };
+      return { ...base, state: JobState.Lost, reason: 'ProcessVanished', message: `adv exec (pid ${exec.pid}) ended without an exit record`, startedAt: exec.startedAt };
+    }
+    const age = this.ctx.now() - statSync(dir).mtimeMs;
+    if (age > START_TIMEOUT_MS) return { ...base, state: JobState.Lost, reason: 'NeverStarted', message: `no exec record ${Math.round(age / 1000)}s after submission` };
+    return { ...base, state: JobState.Pending };
+  }
+
+  async cancel(h: JobHandle): Promise<void> {
+    const dir = this.dir(h.jobName);
+    if (!existsSync(dir)) return;
+    await writeFile(join(dir, CANCEL_FILE), new Date(this.ctx.now()).toISOString());
+    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
+    if (!exec || !isSameProcessAlive(exec.pid, exec.startTicks)) return;
+    const kill = (pid: number | undefined, sig: NodeJS.Signals) => {
+      if (!pid) return;
+      try {
+        process.kill(-pid, sig);
+      } catch {
+        // gone
+      }
+    };
+    kill(exec.pid, 'SIGTERM');
+    const timer = setTimeout(() => {
+      if (isSameProcessAlive(exec.pid, exec.startTicks)) kill(exec.pid, 'SIGKILL');
+      if (exec.childPid && isSameProcessAlive(exec.childPid, exec.childStartTicks)) kill(exec.childPid, 'SIGKILL');
+    }, CANCEL_GRACE_MS);
+    timer.unref();
+  }
+
+  async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
+    const file = join(this.dir(h.jobName), 'output.log');
+    let offset = opts.since ?? 0;
+    for (;;) {
+      const buf = await readFile(file).catch(() => Buffer.alloc(0));
+      if (buf.length > offset) {
+        yield buf.subarray(offset).toString('utf8');
+        offset = buf.length;
+      }
+      if (!opts.follow || existsSync(join(this.dir(h.jobName), EXIT_FILE))) return;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+
+  /** Removes a finished job's dir (not used by the reconciler: job dirs are evidence). */
+  async remove(jobName: string): Promise<void> {
+    await rm(this.dir(jobName), { recursive: true, force: true });
+  }
+}
+
+/** Extracts `commit[:path]` of the repo at `gitdir` into `dest` with `git archive | tar`. */
+async function exportTree(gitdir: string, commit: string, path: string | undefined, dest: string): Promise<void> {
+  const treeish = path ? `${commit}:${path}` : commit;
+  const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
+  if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);
+  await new Promise<void>((resolve, reject) => {
+    const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    tar.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    tar.on('error', reject);
+    tar.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar failed: ${err.trim()}`))));
+    tar.stdin.end(archive.stdout);
+  });
+}
+
+export const localBackend: BackendFactory = {
+  type: 'local',
+  create(spec: BackendObject, ctx: BackendContext) {
+    return new LocalBackend(spec.metadata.name, ctx, spec.spec.local?.workDir);
+  },
+};

@@ -1,0 +1,570 @@
+/**
+ * The controller: a level-triggered reconcile loop, Kubernetes style.
+ *
+ * Each pass: refresh git (on an interval, a webhook or a watched ref change), load the desired
+ * state (only changed blobs are parsed), poll every backend once for its live jobs, plan every due
+ * key with the pure planner, write the status changes of the pass as ONE commit and publish it,
+ * and only then execute the actions (write-ahead: a submission is on the status branch before the
+ * backend is asked). Results of the actions go out as the next commit.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import pLimit from 'p-limit';
+import pino, { type Logger } from 'pino';
+import { argvFor } from '../runtime/exec.js';
+import { BACKEND_FACTORIES } from './backends/registry.js';
+import type { Backend, BackendFactory, JobHandle, ObservedJob } from './backends/types.js';
+import { isAdvError } from './errors.js';
+import { SpecsRepo, type SpecsRepoOptions } from './git/specs-repo.js';
+import { GitTreeSource, TreeListingCache } from './git/tree-source.js';
+import type { Identity } from './git/port.js';
+import { WorkQueue } from './reconcile/queue.js';
+import { recordSubmitFailed, recordSubmitted } from './reconcile/results.js';
+import {
+  generationOf,
+  isLiveAttempt,
+  planRun,
+  type BackendInfo,
+  type DesiredRun,
+  type InvalidRun,
+  type PlanContext,
+  type RunAction,
+} from './reconcile/run-plan.js';
+import { formatDiagnostic } from './spec/diagnostic.js';
+import { SpecLoader } from './spec/loader.js';
+import type { Backend as BackendObject, Run } from './spec/schema.js';
+import { StatusConflict, StatusStore } from './status/store.js';
+import { TERMINAL_PHASES, type BackendStatusDoc, type RunStatusDoc } from './status/types.js';
+
+export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
+  dataDir: string;
+  /** Only specs under this folder of the repo. */
+  specsPath?: string;
+  fetchIntervalMs?: number;
+  pollIntervalMs?: number;
+  resyncIntervalMs?: number;
+  /** Actions executed at once. */
+  concurrency?: number;
+  logger?: Logger;
+  now?: () => number;
+  backendFactories?: readonly BackendFactory[];
+  identity?: Identity;
+  /** Environment secrets are resolved from (names in `spec.secrets`). */
+  secretEnv?: NodeJS.ProcessEnv;
+}
+
+export interface PassStats {
+  planned: number;
+  commits: number;
+  actions: number;
+  published: boolean;
+  loadedSpecs: boolean;
+}
+
+const RUN = (name: string) => `Run/${name}`;
+
+export class Controller {
+  readonly queue: WorkQueue;
+  readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly loader = new SpecLoader();
+  private listings!: TreeListingCache;
+  private store!: StatusStore;
+  private specHead: string | undefined;
+  private desiredRuns = new Map<string, DesiredRun>();
+  private invalidRuns = new Map<string, InvalidRun>();
+  private fingerprints = new Map<string, string>();
+  private backendObjects = new Map<string, { obj: BackendObject; gen: string }>();
+  private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
+  private nextFetchAt = 0;
+  private nextResyncAt = 0;
+  private nextPollAt = 0;
+  private fetchRequested = true;
+  private remoteReachable = true;
+  private wake: (() => void) | undefined;
+  private stopped = false;
+  private readonly limit: ReturnType<typeof pLimit>;
+
+  private constructor(
+    readonly repo: SpecsRepo,
+    private readonly opts: ControllerOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    this.logger = opts.logger ?? pino({ level: 'silent' });
+    this.queue = new WorkQueue({ now: this.now });
+    this.limit = pLimit(opts.concurrency ?? 8);
+  }
+
+  static async create(opts: ControllerOptions): Promise<Controller> {
+    const dataDir = resolve(opts.dataDir);
+    await mkdir(dataDir, { recursive: true });
+    const repo = await SpecsRepo.open({ ...opts, dataDir });
+    const c = new Controller(repo, { ...opts, dataDir });
+    c.listings = new TreeListingCache(repo.git);
+    c.store = new StatusStore(repo.git, repo.statusRef, opts.identity ?? { name: 'AdventureTime', email: 'controller@adventuretime.dev' }, c.now);
+    return c;
+  }
+
+  get dataDir(): string {
+    return this.opts.dataDir;
+  }
+
+  /** The status as last loaded or written (for tests and the CLI of an embedded controller). */
+  runStatus(name: string): RunStatusDoc | undefined {
+    return this.store.get<RunStatusDoc>('Run', name);
+  }
+
+  /** Ask for a fetch of the specs repo on the next pass (webhook, ref watch). */
+  requestFetch(reason: string): void {
+    this.logger.debug({ reason }, 'fetch requested');
+    this.fetchRequested = true;
+    this.wake?.();
+  }
+
+  /** Force a reconcile pass for one object (`adv reconcile`). */
+  requestReconcile(kind: 'Run', name: string): void {
+    this.queue.add(`${kind}/${name}`);
+    this.fetchRequested = true;
+    this.wake?.();
+  }
+
+  /** Loads the status branch; call once before the first pass. */
+  async init(): Promise<void> {
+    try {
+      await this.repo.refresh();
+    } catch (e) {
+      this.remoteReachable = false;
+      this.logger.warn({ err: errText(e) }, 'specs repo unreachable at start; working from the data dir');
+    }
+    await this.store.load();
+    for (const name of this.store.names('Run')) this.queue.add(RUN(name));
+  }
+
+  /** One reconcile pass. */
+  async pass(): Promise<PassStats> {
+    const stats: PassStats = { planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false };
+    const now = this.now();
+
+    if (this.fetchRequested || now >= this.nextFetchAt) {
+      this.fetchRequested = false;
+      this.nextFetchAt = now + (this.opts.fetchIntervalMs ?? 10_000);
+      try {
+        await this.repo.refresh();
+        if (!this.remoteReachable) this.logger.info('specs repo reachable again');
+        this.remoteReachable = true;
+      } catch (e) {
+        if (this.remoteReachable) this.logger.warn({ err: errText(e) }, 'cannot fetch the specs repo; reconciling what is known');
+        this.remoteReachable = false;
+      }
+    }
+    const head = await this.repo.specHead();
+    if (head && head !== this.specHead) {
+      await this.loadDesired(head);
+      stats.loadedSpecs = true;
+    }
+    if (!this.specHead) return stats;
+    if (now >= this.nextResyncAt) {
+      this.nextResyncAt = now + (this.opts.resyncIntervalMs ?? 60_000);
+      for (const name of new Set([...this.desiredRuns.keys(), ...this.invalidRuns.keys(), ...this.store.names('Run')])) this.queue.add(RUN(name));
+    }
+
+    // Observe: one poll per backend for all its live jobs, at most every pollInterval.
+    let observed = new Map<string, ObservedJob>();
+    if (now >= this.nextPollAt) {
+      this.nextPollAt = now + (this.opts.pollIntervalMs ?? 2000);
+      observed = await this.observe();
+      for (const name of this.liveRuns()) this.queue.add(RUN(name));
+    }
+
+    // Plan every due key.
+    const ctx = await this.planContext();
+    const actions: RunAction[] = [];
+    for (const key of this.queue.takeDue()) {
+      const [kind, name] = splitKey(key);
+      if (kind !== 'Run') continue;
+      stats.planned++;
+      const current = this.store.get<RunStatusDoc>('Run', name);
+      const last = current?.status.attempts.at(-1);
+      const plan = planRun(
+        {
+          name,
+          ...(this.desiredRuns.has(name) ? { desired: this.desiredRuns.get(name)! } : {}),
+          ...(this.invalidRuns.has(name) ? { invalid: this.invalidRuns.get(name)! } : {}),
+          ...(current ? { current } : {}),
+          ...(last && observed.has(last.jobName) ? { observed: observed.get(last.jobName)! } : {}),
+        },
+        ctx,
+      );
+      if (plan.doc && plan.doc !== current && plan.summary) {
+        const a = plan.doc.status.attempts.at(-1);
+        this.store.stage('Run', name, plan.doc, {
+          summary: plan.summary,
+          trailers: [['Run', name], ...(a ? ([['Attempt', String(a.n)]] as [string, string][]) : [])],
+        });
+        this.logger.info({ run: name, attempt: a?.n, backend: a?.backend, phase: plan.doc.status.phase }, plan.summary);
+      }
+      actions.push(...plan.actions);
+      if (plan.requeueAfterMs !== undefined) this.queue.addAfter(key, plan.requeueAfterMs);
+    }
+    this.stageBackendStatus();
+
+    // Write-ahead: the pass's status goes out as one commit before any backend is asked.
+    stats.commits += await this.commit();
+    const published = await this.publish();
+    stats.published = published;
+    const runnable = actions.filter((a) => a.type === 'cancel' || published);
+    if (runnable.length < actions.length) {
+      this.logger.warn({ held: actions.length - runnable.length }, 'status not published yet: holding submissions until the remote accepts the write-ahead record');
+    }
+    stats.actions = runnable.length;
+    await Promise.all(runnable.map((a) => this.limit(() => this.execute(a))));
+    stats.commits += await this.commit();
+    if (stats.commits > 0) await this.publish();
+    return stats;
+  }
+
+  /** Runs passes until no run is in flight (every run terminal or stalled), or the timeout. */
+  async runUntilIdle(opts: { timeoutMs?: number } = {}): Promise<void> {
+    await this.init();
+    const deadline = this.now() + (opts.timeoutMs ?? 10 * 60_000);
+    for (;;) {
+      await this.pass();
+      if (this.idle()) return;
+      if (this.now() > deadline) throw new Error('timed out waiting for runs to finish');
+      await this.sleep(Math.min(this.opts.pollIntervalMs ?? 2000, 250));
+    }
+  }
+
+  /** Runs until `stop()`. */
+  async run(): Promise<void> {
+    await this.init();
+    while (!this.stopped) {
+      try {
+        await this.pass();
+      } catch (e) {
+        this.logger.error({ err: errText(e) }, 'reconcile pass failed; retrying');
+        if (e instanceof StatusConflict) await this.recoverFromConflict();
+      }
+      if (this.stopped) break;
+      const next = Math.min(this.nextFetchAt, this.nextPollAt, this.queue.nextDueAt() ?? Infinity, this.nextResyncAt);
+      await this.sleep(Math.max(20, next - this.now()));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    for (const b of this.backends.values()) await b.instance?.close?.();
+    await this.repo.close();
+  }
+
+  /** True when nothing can change without an outside event. */
+  idle(): boolean {
+    for (const name of this.store.names('Run')) {
+      const st = this.store.get<RunStatusDoc>('Run', name)!.status;
+      if (TERMINAL_PHASES.has(st.phase)) continue;
+      if (isLiveAttempt(st.attempts.at(-1))) return false;
+      if (st.reason === 'BackoffWaiting' || st.reason === 'SubmitFailed' || st.reason === 'Preempted' || st.reason === 'Lost') return false;
+      if (st.phase === 'Scheduling') return false;
+    }
+    for (const name of this.desiredRuns.keys()) if (!this.store.get('Run', name)) return false;
+    return this.store.stagedCount === 0;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((res) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        res();
+      }
+      this.wake = done;
+    });
+  }
+
+  private liveRuns(): string[] {
+    return this.store.names('Run').filter((n) => isLiveAttempt(this.store.get<RunStatusDoc>('Run', n)!.status.attempts.at(-1)));
+  }
+
+  /** Reads the desired state at `head`; only blobs whose id changed are parsed. */
+  private async loadDesired(head: string): Promise<void> {
+    const commit = await this.repo.git.readCommit(head);
+    const result = await this.loader.sync(new GitTreeSource(this.repo.git, commit.tree, this.listings, this.opts.specsPath ?? ''));
+    this.specHead = head;
+    const runs = new Map<string, DesiredRun>();
+    const invalid = new Map<string, InvalidRun>();
+    const backends = new Map<string, { obj: BackendObject; gen: string }>();
+    for (const o of result.objects) {
+      if (o.kind === 'Run') {
+        const run = o.object as Run;
+        runs.set(o.name, {
+          name: o.name,
+          spec: run.spec,
+          generation: generationOf(run.spec),
+          file: o.file,
+          ...(run.metadata.labels ? { labels: run.metadata.labels } : {}),
+          ...(run.metadata.annotations ? { annotations: run.metadata.annotations } : {}),
+        });
+      } else if (o.kind === 'Backend') {
+        backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
+      }
+    }
+    for (const d of result.invalid) {
+      if (d.kind !== 'Run' || !d.name || runs.has(d.name)) {
+        if (d.diagnostics.length) this.logger.warn({ file: d.file }, formatDiagnostic(d.diagnostics[0]!));
+        continue;
+      }
+      const first = d.diagnostics.find((x) => x.severity === 'error') ?? d.diagnostics[0];
+      invalid.set(d.name, {
+        name: d.name,
+        file: d.file,
+        line: first?.line ?? d.line,
+        message: first ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}` : 'invalid',
+      });
+    }
+    // Enqueue what changed.
+    const fp = new Map<string, string>();
+    for (const [n, r] of runs) fp.set(n, `${r.generation}|${JSON.stringify(r.annotations ?? {})}|${JSON.stringify(r.labels ?? {})}|${r.file}`);
+    for (const [n, i] of invalid) fp.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
+    for (const n of new Set([...fp.keys(), ...this.fingerprints.keys()])) if (fp.get(n) !== this.fingerprints.get(n)) this.queue.add(RUN(n));
+    this.fingerprints = fp;
+    this.desiredRuns = runs;
+    this.invalidRuns = invalid;
+    this.backendObjects = backends;
+    await this.syncBackends();
+    this.logger.info({ commit: head.slice(0, 12), runs: runs.size, invalid: invalid.size, backends: backends.size }, 'loaded specs');
+  }
+
+  private async syncBackends(): Promise<void> {
+    const factories = this.opts.backendFactories ?? BACKEND_FACTORIES;
+    for (const [name, { obj, gen }] of this.backendObjects) {
+      const cur = this.backends.get(name);
+      if (cur && cur.gen === gen) continue;
+      await cur?.instance?.close?.();
+      const factory = factories.find((f) => f.type === obj.spec.type);
+      let instance: Backend | undefined;
+      let why: string | undefined;
+      if (!factory) why = `no adapter for type ${obj.spec.type} in this build yet`;
+      else if (obj.spec.suspend) why = 'suspended';
+      else {
+        try {
+          instance = factory.create(obj, {
+            dataDir: this.opts.dataDir,
+            logger: this.logger.child({ backend: name }),
+            gitdir: this.repo.git.gitdir,
+            now: this.now,
+          });
+        } catch (e) {
+          why = `cannot start adapter: ${errText(e)}`;
+        }
+      }
+      // A suspended backend still polls its live jobs; it only takes no new ones.
+      if (!instance && factory && obj.spec.suspend) {
+        instance = factory.create(obj, { dataDir: this.opts.dataDir, logger: this.logger.child({ backend: name }), gitdir: this.repo.git.gitdir, now: this.now });
+      }
+      this.backends.set(name, { ...(instance ? { instance } : {}), gen, info: { name, spec: obj.spec, usable: !why, ...(why ? { why } : {}) } });
+    }
+    for (const name of [...this.backends.keys()]) {
+      if (!this.backendObjects.has(name)) {
+        // Keep the adapter so live jobs can still be observed; it takes no new work.
+        const b = this.backends.get(name)!;
+        b.info = { ...b.info, usable: false, why: 'the Backend spec was removed' };
+      }
+    }
+  }
+
+  private async planContext(): Promise<PlanContext> {
+    const refs = new Set<string>();
+    for (const r of this.desiredRuns.values()) if (r.spec.code?.ref) refs.add(r.spec.code.ref);
+    const codeRefs = new Map<string, string>();
+    for (const ref of refs) {
+      const oid =
+        (await this.repo.git.resolveRef(this.repo.mode === 'remote' ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`)) ??
+        (await this.repo.git.resolveRef(ref));
+      if (oid) codeRefs.set(ref, oid);
+    }
+    return {
+      now: this.now(),
+      specCommit: this.specHead!,
+      backends: [...this.backends.values()].filter((b) => this.backendObjects.has(b.info.name)).map((b) => b.info),
+      codeRefs,
+    };
+  }
+
+  /** Polls each backend once for every live attempt it holds. */
+  private async observe(): Promise<Map<string, ObservedJob>> {
+    const byBackend = new Map<string, JobHandle[]>();
+    for (const name of this.liveRuns()) {
+      const a = this.store.get<RunStatusDoc>('Run', name)!.status.attempts.at(-1)!;
+      if (!a.jobId) continue;
+      const list = byBackend.get(a.backend) ?? [];
+      list.push({ backend: a.backend, jobName: a.jobName, jobId: a.jobId });
+      byBackend.set(a.backend, list);
+    }
+    const out = new Map<string, ObservedJob>();
+    await Promise.all(
+      [...byBackend].map(async ([backend, handles]) => {
+        const b = this.backends.get(backend)?.instance;
+        if (!b) {
+          for (const h of handles) out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason: 'NoAdapter', message: `backend ${backend} is not loaded` });
+          return;
+        }
+        try {
+          for (const o of await b.poll(handles)) out.set(o.jobName, o);
+        } catch (e) {
+          for (const h of handles) out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason: 'PollFailed', message: errText(e) });
+        }
+      }),
+    );
+    return out;
+  }
+
+  private async execute(a: RunAction): Promise<void> {
+    const backend = this.backends.get(a.backend)?.instance;
+    const log = this.logger.child({ run: a.run, attempt: a.attempt, backend: a.backend });
+    const current = this.store.get<RunStatusDoc>('Run', a.run);
+    if (!current) return;
+    if (a.type === 'cancel') {
+      if (!backend) return;
+      try {
+        const handle = (a.jobId ? { backend: a.backend, jobName: a.jobName, jobId: a.jobId } : undefined) ?? (await backend.find(a.jobName));
+        if (handle) await backend.cancel(handle);
+        log.info({ job: a.jobName }, 'cancelled');
+      } catch (e) {
+        log.warn({ err: errText(e) }, 'cancel failed; will retry');
+        this.queue.addRateLimited(RUN(a.run));
+      }
+      return;
+    }
+    const stage = (r: { doc: RunStatusDoc; summary: string }) =>
+      this.store.stage('Run', a.run, r.doc, { summary: r.summary, trailers: [['Run', a.run], ['Attempt', String(a.attempt)]] });
+    if (!backend) {
+      stage(recordSubmitFailed(current, a.attempt, `backend ${a.backend} is not available`, this.now()));
+      return;
+    }
+    try {
+      const found = await backend.find(a.jobName);
+      if (found) {
+        log.info({ job: a.jobName, jobId: found.jobId }, 'adopted existing job');
+        stage(recordSubmitted(current, a.attempt, found.jobId, true));
+        return;
+      }
+      const desired = this.desiredRuns.get(a.run);
+      const spec = current.appliedSpec ?? desired?.spec;
+      const attempt = current.status.attempts.find((x) => x.n === a.attempt);
+      if (!spec || !attempt?.codeCommit) throw new Error('no spec to submit');
+      const env: Record<string, string> = { ...(spec.env ?? {}) };
+      const missing: string[] = [];
+      for (const s of spec.secrets ?? []) {
+        const v = (this.opts.secretEnv ?? process.env)[s];
+        if (v === undefined) missing.push(s);
+        else env[s] = v;
+      }
+      if (missing.length) throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
+      const handle = await backend.submit({
+        jobName: a.jobName,
+        run: a.run,
+        attempt: a.attempt,
+        spec,
+        argv: argvFor(spec),
+        code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
+        env,
+      });
+      stage(recordSubmitted(current, a.attempt, handle.jobId, false));
+      this.queue.forget(RUN(a.run));
+    } catch (e) {
+      log.warn({ err: errText(e) }, 'submit failed');
+      stage(recordSubmitFailed(current, a.attempt, errText(e), this.now()));
+      this.queue.addRateLimited(RUN(a.run));
+    }
+  }
+
+  private stageBackendStatus(): void {
+    const active = new Map<string, number>();
+    for (const name of this.liveRuns()) {
+      const b = this.store.get<RunStatusDoc>('Run', name)!.status.attempts.at(-1)!.backend;
+      active.set(b, (active.get(b) ?? 0) + 1);
+    }
+    for (const [name, b] of this.backends) {
+      if (!this.backendObjects.has(name)) continue;
+      const prev = this.store.get<BackendStatusDoc>('Backend', name);
+      const ready = b.info.usable;
+      const cond = {
+        type: 'Ready',
+        status: (ready ? 'True' : 'False') as 'True' | 'False',
+        reason: ready ? 'AdapterLoaded' : 'Unavailable',
+        message: b.info.why ?? '',
+        lastTransitionTime: new Date(this.now()).toISOString(),
+      };
+      const prevCond = prev?.status.conditions.find((c) => c.type === 'Ready');
+      if (prevCond && prevCond.status === cond.status && prevCond.message === cond.message) cond.lastTransitionTime = prevCond.lastTransitionTime;
+      const doc: BackendStatusDoc = {
+        apiVersion: 'adventuretime.dev/v1alpha1',
+        kind: 'BackendStatus',
+        metadata: { name },
+        status: { type: b.info.spec.type, conditions: [cond], activeAttempts: active.get(name) ?? 0 },
+      };
+      this.store.stage('Backend', name, doc, { summary: `backend/${name}: ${ready ? 'Ready' : 'NotReady'}${ready ? '' : ` (${b.info.why})`}`, trailers: [['Backend', name]] });
+    }
+  }
+
+  private async commit(): Promise<number> {
+    try {
+      const c = await this.store.commitBatch({ ...(this.specHead ? { specCommit: this.specHead } : {}) });
+      return c ? 1 : 0;
+    } catch (e) {
+      if (e instanceof StatusConflict) {
+        this.logger.error({ err: e.message }, 'status branch moved under us: reloading it; no action is taken this pass');
+        await this.recoverFromConflict();
+        throw e;
+      }
+      throw e;
+    }
+  }
+
+  /** Publishes status commits; true when the remote has them all (always, locally). */
+  private async publish(): Promise<boolean> {
+    if (!(await this.repo.unpublished())) return true;
+    let r;
+    try {
+      r = await this.repo.publish();
+    } catch (e) {
+      this.logger.warn({ err: errText(e) }, 'status push failed');
+      return false;
+    }
+    if (r === 'ok') return true;
+    if (r === 'unreachable') {
+      if (this.remoteReachable) this.logger.warn('specs repo unreachable: status commits are queued locally');
+      this.remoteReachable = false;
+      return false;
+    }
+    this.logger.error('status push rejected: another controller writes this status branch; taking its state and holding actions');
+    await this.recoverFromConflict();
+    return false;
+  }
+
+  private async recoverFromConflict(): Promise<void> {
+    try {
+      await this.repo.adoptRemoteStatus();
+    } catch (e) {
+      this.logger.warn({ err: errText(e) }, 'cannot fetch the status branch');
+    }
+    await this.store.load();
+    for (const n of this.store.names('Run')) this.queue.add(RUN(n));
+  }
+
+  /** Records where a running controller can be reached, for `adv reconcile`. */
+  async writeRuntimeInfo(info: Record<string, unknown>): Promise<void> {
+    await writeFile(join(this.opts.dataDir, 'controller.json'), JSON.stringify({ pid: process.pid, ...info }, null, 2));
+  }
+}
+
+function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+}
+
+function errText(e: unknown): string {
+  if (isAdvError(e)) return e.message;
+  return e instanceof Error ? e.message : String(e);
+}

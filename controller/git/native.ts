@@ -1,0 +1,316 @@
+/**
+ * GitPort over the `git` CLI. Blobs are read through one long-lived `git cat-file --batch`
+ * process (measured 100× faster than isomorphic-git on 10,000 packed blobs, infra/README.md);
+ * commits are built with `hash-object`/`mktree`/`commit-tree`; refs change only by
+ * `update-ref NEW OLD`, a compare-and-swap.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { AdvError, ErrorCode } from '../errors.js';
+import type { CommitInfo, GitPort, Identity, PushResult, TreeEntry } from './port.js';
+
+export interface GitEnvOptions {
+  /** Extra environment for every git call (e.g. credentials through GIT_CONFIG_*). */
+  env?: NodeJS.ProcessEnv;
+  /** Timeout of network calls (fetch, push), ms. Default 30 s. */
+  networkTimeoutMs?: number;
+}
+
+export interface RunResult {
+  stdout: Buffer;
+  stderr: string;
+  code: number;
+}
+
+/** Runs git with arguments as a list (never through a shell). */
+export function runGit(
+  args: readonly string[],
+  opts: { gitdir?: string; cwd?: string; input?: Uint8Array | string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_ASKPASS: 'true',
+      LC_ALL: 'C',
+      ...opts.env,
+    };
+    if (opts.gitdir) env.GIT_DIR = opts.gitdir;
+    const child = spawn('git', args as string[], { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    if (opts.timeoutMs) timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => {
+      if (timer) clearTimeout(timer);
+      reject(new AdvError(ErrorCode.GitError, `cannot run git: ${e.message}`, { hint: 'install git (apt-get install git)' }));
+    });
+    child.on('close', (code, signal) => {
+      if (timer) clearTimeout(timer);
+      resolve({
+        stdout: Buffer.concat(out),
+        stderr: Buffer.concat(err).toString('utf8') + (signal ? `\n(killed by ${signal}: timed out)` : ''),
+        code: code ?? 128,
+      });
+    });
+    child.stdin.on('error', () => undefined);
+    if (opts.input !== undefined) child.stdin.end(opts.input);
+    else child.stdin.end();
+  });
+}
+
+/** Runs git and throws a GitError with git's own message when it fails. */
+export async function git(args: readonly string[], opts: Parameters<typeof runGit>[1] = {}): Promise<Buffer> {
+  const r = await runGit(args, opts);
+  if (r.code !== 0) {
+    throw new AdvError(ErrorCode.GitError, `git ${args[0]} failed: ${r.stderr.trim() || `exit ${r.code}`}`, {
+      args: [...args],
+      stderr: r.stderr,
+    });
+  }
+  return r.stdout;
+}
+
+const UNREACHABLE =
+  /could not resolve host|connection refused|couldn't connect|failed to connect|unable to access|timed out|does not appear to be a git repository|could not read from remote|the remote end hung up|HTTP 5\d\d|returned error: 5\d\d|Empty reply/i;
+
+/** Whether git's stderr says the remote could not be reached (as opposed to a refusal). */
+export const isUnreachable = (stderr: string): boolean => UNREACHABLE.test(stderr);
+
+/** A long-lived `git cat-file --batch`: one process, requests pipelined. */
+class CatFileBatch {
+  private child: ChildProcessWithoutNullStreams | undefined;
+  private buf: Buffer = Buffer.alloc(0);
+  private readonly waiting: { oid: string; resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
+
+  constructor(
+    private readonly gitdir: string,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {}
+
+  private start(): ChildProcessWithoutNullStreams {
+    const child = spawn('git', ['cat-file', '--batch'], {
+      env: { ...process.env, ...this.env, GIT_DIR: this.gitdir },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (b: Buffer) => {
+      this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
+      this.drain();
+    });
+    child.on('close', () => {
+      const err = new AdvError(ErrorCode.GitError, 'git cat-file --batch exited');
+      for (const w of this.waiting.splice(0)) w.reject(err);
+      this.child = undefined;
+      this.buf = Buffer.alloc(0);
+    });
+    child.stdin.on('error', () => undefined);
+    child.stderr.resume();
+    this.child = child;
+    return child;
+  }
+
+  private drain(): void {
+    for (;;) {
+      const w = this.waiting[0];
+      if (!w) return;
+      const nl = this.buf.indexOf(0x0a);
+      if (nl < 0) return;
+      const header = this.buf.subarray(0, nl).toString('utf8');
+      if (header.endsWith(' missing')) {
+        this.buf = this.buf.subarray(nl + 1);
+        this.waiting.shift();
+        w.reject(new AdvError(ErrorCode.NotFound, `git object ${w.oid} is missing`));
+        continue;
+      }
+      const size = Number(header.split(' ')[2]);
+      if (this.buf.length < nl + 1 + size + 1) return;
+      const body = Buffer.from(this.buf.subarray(nl + 1, nl + 1 + size));
+      this.buf = this.buf.subarray(nl + 1 + size + 1);
+      this.waiting.shift();
+      w.resolve(body);
+    }
+  }
+
+  read(oid: string): Promise<Buffer> {
+    const child = this.child ?? this.start();
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ oid, resolve, reject });
+      child.stdin.write(oid + '\n');
+    });
+  }
+
+  close(): void {
+    this.child?.stdin.end();
+    this.child = undefined;
+  }
+}
+
+export class NativeGit implements GitPort {
+  private readonly batch: CatFileBatch;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly networkTimeoutMs: number;
+
+  constructor(
+    readonly gitdir: string,
+    opts: GitEnvOptions = {},
+  ) {
+    this.env = opts.env ?? {};
+    this.networkTimeoutMs = opts.networkTimeoutMs ?? 30_000;
+    this.batch = new CatFileBatch(gitdir, this.env);
+  }
+
+  private git(args: readonly string[], input?: Uint8Array | string): Promise<Buffer> {
+    return git(args, { gitdir: this.gitdir, env: this.env, ...(input !== undefined ? { input } : {}) });
+  }
+
+  async resolveRef(ref: string): Promise<string | undefined> {
+    const r = await runGit(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { gitdir: this.gitdir, env: this.env });
+    return r.code === 0 ? r.stdout.toString('utf8').trim() : undefined;
+  }
+
+  async readCommit(oid: string): Promise<CommitInfo> {
+    return parseCommit(oid, (await this.batch.read(oid)).toString('utf8'));
+  }
+
+  async readTree(oid: string): Promise<TreeEntry[]> {
+    return parseTree(await this.batch.read(oid));
+  }
+
+  readBlobs(oids: readonly string[]): Promise<Uint8Array[]> {
+    return Promise.all(oids.map((o) => this.batch.read(o)));
+  }
+
+  async writeBlob(content: Uint8Array): Promise<string> {
+    return (await this.git(['hash-object', '-w', '--stdin'], content)).toString('utf8').trim();
+  }
+
+  async writeTree(entries: readonly TreeEntry[]): Promise<string> {
+    const input = entries.map((e) => `${e.mode} ${e.type} ${e.oid}\t${e.path}`).join('\n') + (entries.length ? '\n' : '');
+    return (await this.git(['mktree'], input)).toString('utf8').trim();
+  }
+
+  async writeCommit(c: { tree: string; parents: string[]; message: string; author: Identity; time?: number }): Promise<string> {
+    const date = `${c.time ?? Math.floor(Date.now() / 1000)} +0000`;
+    const env = {
+      ...this.env,
+      GIT_AUTHOR_NAME: c.author.name,
+      GIT_AUTHOR_EMAIL: c.author.email,
+      GIT_AUTHOR_DATE: date,
+      GIT_COMMITTER_NAME: c.author.name,
+      GIT_COMMITTER_EMAIL: c.author.email,
+      GIT_COMMITTER_DATE: date,
+    };
+    const args = ['commit-tree', c.tree, ...c.parents.flatMap((p) => ['-p', p])];
+    return (await git(args, { gitdir: this.gitdir, env, input: c.message })).toString('utf8').trim();
+  }
+
+  async updateRef(ref: string, newOid: string, expectedOld: string | undefined): Promise<boolean> {
+    const r = await runGit(['update-ref', ref, newOid, expectedOld ?? ''.padEnd(40, '0')], {
+      gitdir: this.gitdir,
+      env: this.env,
+    });
+    if (r.code === 0) return true;
+    if (/cannot lock ref|is at .* but expected|reference already exists/i.test(r.stderr)) return false;
+    throw new AdvError(ErrorCode.GitError, `git update-ref failed: ${r.stderr.trim()}`);
+  }
+
+  async fetch(remote: string, refspecs: readonly string[]): Promise<void> {
+    const r = await runGit(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', remote, ...refspecs], {
+      gitdir: this.gitdir,
+      env: this.env,
+      timeoutMs: this.networkTimeoutMs,
+    });
+    if (r.code !== 0) {
+      throw new AdvError(ErrorCode.GitError, `git fetch from ${redact(remote)} failed: ${r.stderr.trim()}`, {
+        unreachable: isUnreachable(r.stderr),
+        hint: 'check that the repository URL is right and reachable, and that the token can read it',
+      });
+    }
+  }
+
+  async push(remote: string, oid: string, remoteRef: string): Promise<PushResult> {
+    const r = await runGit(['push', '--quiet', '--porcelain', remote, `${oid}:${remoteRef}`], {
+      gitdir: this.gitdir,
+      env: this.env,
+      timeoutMs: this.networkTimeoutMs,
+    });
+    if (r.code === 0) return 'ok';
+    const text = r.stdout.toString('utf8') + r.stderr;
+    if (/\[rejected\]|non-fast-forward|fetch first|\(stale info\)|failed to update ref|\[remote rejected\]/i.test(text)) {
+      return 'rejected';
+    }
+    if (isUnreachable(text)) return 'unreachable';
+    throw new AdvError(ErrorCode.GitError, `git push to ${redact(remote)} failed: ${text.trim()}`);
+  }
+
+  async log(ref: string, opts: { path?: string; limit?: number } = {}): Promise<CommitInfo[]> {
+    const args = ['log', '--format=%H%x00%T%x00%P%x00%at%x00%B%x1e'];
+    if (opts.limit) args.push(`-n${opts.limit}`);
+    args.push(ref);
+    if (opts.path) args.push('--', opts.path);
+    const r = await runGit(args, { gitdir: this.gitdir, env: this.env });
+    if (r.code !== 0) return [];
+    return r.stdout
+      .toString('utf8')
+      .split('\x1e')
+      .map((s) => s.replace(/^\n/, ''))
+      .filter((s) => s.length > 0)
+      .map((rec) => {
+        const [oid, tree, parents, time, ...msg] = rec.split('\x00');
+        return {
+          oid: oid!,
+          tree: tree!,
+          parents: parents ? parents.split(' ').filter(Boolean) : [],
+          time: Number(time),
+          message: msg.join('\x00').replace(/\n$/, ''),
+        };
+      });
+  }
+
+  async close(): Promise<void> {
+    this.batch.close();
+  }
+}
+
+/** Hides credentials in a URL before it appears in a message. */
+export function redact(url: string): string {
+  return url.replace(/\/\/[^/@]*@/, '//***@');
+}
+
+export function parseCommit(oid: string, text: string): CommitInfo {
+  const end = text.indexOf('\n\n');
+  const head = end >= 0 ? text.slice(0, end) : text;
+  const message = end >= 0 ? text.slice(end + 2) : '';
+  let tree = '';
+  const parents: string[] = [];
+  let time = 0;
+  for (const line of head.split('\n')) {
+    if (line.startsWith('tree ')) tree = line.slice(5);
+    else if (line.startsWith('parent ')) parents.push(line.slice(7));
+    else if (line.startsWith('author ')) time = Number(line.split(' ').at(-2));
+  }
+  return { oid, tree, parents, message, time };
+}
+
+/** Parses a raw tree object (`<mode> <name>\0<20-byte oid>` records). */
+export function parseTree(buf: Buffer): TreeEntry[] {
+  const out: TreeEntry[] = [];
+  let i = 0;
+  while (i < buf.length) {
+    const sp = buf.indexOf(0x20, i);
+    const nul = buf.indexOf(0, sp);
+    const mode = buf.subarray(i, sp).toString('ascii');
+    const path = buf.subarray(sp + 1, nul).toString('utf8');
+    const oid = buf.subarray(nul + 1, nul + 21).toString('hex');
+    const padded = mode.padStart(6, '0');
+    out.push({
+      mode: padded,
+      path,
+      oid,
+      type: padded === '040000' ? 'tree' : padded === '160000' ? 'commit' : 'blob',
+    });
+    i = nul + 21;
+  }
+  return out;
+}

@@ -1,0 +1,55 @@
+/**
+ * The one small port all git access goes through. Two implementations: `NativeGit` (the `git` CLI,
+ * with a long-lived `cat-file --batch` for blobs) and `IsoGit` (isomorphic-git in-process, with a
+ * shared cache). Both use the CLI for transport (fetch, push) and for compare-and-swap on refs,
+ * which isomorphic-git lacks. `bench/git.ts` measures both so the choice stays measured.
+ */
+
+export interface TreeEntry {
+  mode: string;
+  path: string;
+  oid: string;
+  type: 'blob' | 'tree' | 'commit';
+}
+
+export interface CommitInfo {
+  oid: string;
+  tree: string;
+  parents: string[];
+  message: string;
+  /** Author time, seconds since the epoch. */
+  time: number;
+}
+
+export interface Identity {
+  name: string;
+  email: string;
+}
+
+export type PushResult = 'ok' | 'rejected' | 'unreachable';
+
+export interface GitPort {
+  /** The repository's git directory. */
+  readonly gitdir: string;
+  resolveRef(ref: string): Promise<string | undefined>;
+  readCommit(oid: string): Promise<CommitInfo>;
+  /** One level of a tree. */
+  readTree(oid: string): Promise<TreeEntry[]>;
+  /** Blob contents, in order. */
+  readBlobs(oids: readonly string[]): Promise<Uint8Array[]>;
+  writeBlob(content: Uint8Array): Promise<string>;
+  writeTree(entries: readonly TreeEntry[]): Promise<string>;
+  writeCommit(c: { tree: string; parents: string[]; message: string; author: Identity; time?: number }): Promise<string>;
+  /**
+   * Compare-and-swap: sets `ref` to `newOid` only if it currently is `expectedOld` (undefined: the
+   * ref must not exist). Returns false when someone else moved it.
+   */
+  updateRef(ref: string, newOid: string, expectedOld: string | undefined): Promise<boolean>;
+  /** `git fetch` of the given refspecs; throws GitError when the remote cannot be reached. */
+  fetch(remote: string, refspecs: readonly string[]): Promise<void>;
+  /** Fast-forward-only push of `oid` to `remoteRef`; never forces. */
+  push(remote: string, oid: string, remoteRef: string): Promise<PushResult>;
+  /** Commits reachable from `ref` that touched `path` (newest first). */
+  log(ref: string, opts?: { path?: string; limit?: number }): Promise<CommitInfo[]>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,225 @@
+/**
+ * The status branch, in memory and in git. Changes of one reconcile pass are staged and go out as
+ * one commit (`commitBatch`) whose message says what changed, with trailers. The ref moves only by
+ * compare-and-swap; nothing here pushes (see `SpecsRepo.publish`).
+ */
+import { parse, stringify } from 'yaml';
+import type { GitPort, Identity, TreeEntry } from '../git/port.js';
+import { STATUS_DIRS, type StatusDoc, type StatusKind } from './types.js';
+
+export interface StagedChange {
+  kind: StatusKind;
+  name: string;
+  /** One line for the commit message: `run/foo: Running (attempt 2 on slurm-a, job 81234)`. */
+  summary: string;
+  trailers: [string, string][];
+}
+
+interface Entry {
+  text: string;
+  doc: StatusDoc;
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export const statusPath = (kind: StatusKind, name: string): string => `${STATUS_DIRS[kind]}/${name}.yaml`;
+
+/** Serialises a status document the same way every time (stable diffs in `git log -p`). */
+export const serializeStatus = (doc: StatusDoc): string => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
+
+export class StatusStore {
+  private readonly docs = new Map<string, Entry>();
+  private readonly staged = new Map<string, { entry: Entry | null; change: StagedChange }>();
+  private readonly trees = new Map<string, TreeEntry[]>();
+  private headOid: string | undefined;
+
+  constructor(
+    private readonly git: GitPort,
+    /** The local ref the status commits go to. */
+    readonly ref: string,
+    private readonly author: Identity,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get head(): string | undefined {
+    return this.headOid;
+  }
+
+  /** (Re)reads every status file at the ref's tip; drops anything staged. */
+  async load(): Promise<void> {
+    this.docs.clear();
+    this.staged.clear();
+    this.headOid = await this.git.resolveRef(this.ref);
+    if (!this.headOid) return;
+    const commit = await this.git.readCommit(this.headOid);
+    const root = await this.readTree(commit.tree);
+    const files: { path: string; oid: string }[] = [];
+    for (const dir of Object.values(STATUS_DIRS)) {
+      const sub = root.find((e) => e.path === dir && e.type === 'tree');
+      if (!sub) continue;
+      for (const e of await this.readTree(sub.oid)) if (e.type === 'blob') files.push({ path: `${dir}/${e.path}`, oid: e.oid });
+    }
+    const blobs = await this.git.readBlobs(files.map((f) => f.oid));
+    files.forEach((f, i) => {
+      const text = dec.decode(blobs[i]);
+      try {
+        this.docs.set(f.path, { text, doc: parse(text) as StatusDoc });
+      } catch {
+        // A status file the controller cannot read is rewritten on the next change of its object.
+      }
+    });
+  }
+
+  get<T extends StatusDoc>(kind: StatusKind, name: string): T | undefined {
+    const path = statusPath(kind, name);
+    const s = this.staged.get(path);
+    if (s) return (s.entry?.doc as T) ?? undefined;
+    return this.docs.get(path)?.doc as T | undefined;
+  }
+
+  /** Names of every object of a kind with a status file (staged changes included). */
+  names(kind: StatusKind): string[] {
+    const prefix = STATUS_DIRS[kind] + '/';
+    const set = new Set<string>();
+    for (const p of this.docs.keys()) if (p.startsWith(prefix)) set.add(p.slice(prefix.length, -'.yaml'.length));
+    for (const [p, s] of this.staged) {
+      if (!p.startsWith(prefix)) continue;
+      const name = p.slice(prefix.length, -'.yaml'.length);
+      if (s.entry) set.add(name);
+      else set.delete(name);
+    }
+    return [...set].sort();
+  }
+
+  /**
+   * Stages a new status document (null deletes the file). A document equal to the current one is
+   * not staged: an unchanged object never produces a commit.
+   */
+  stage(kind: StatusKind, name: string, doc: StatusDoc | null, change: Omit<StagedChange, 'kind' | 'name'>): boolean {
+    const path = statusPath(kind, name);
+    const text = doc ? serializeStatus(doc) : null;
+    const current = this.docs.get(path);
+    if ((text === null && !current) || (text !== null && current?.text === text)) {
+      this.staged.delete(path);
+      return false;
+    }
+    const prevStaged = this.staged.get(path);
+    if (prevStaged && text !== null && prevStaged.entry?.text === text) return false;
+    const merged: StagedChange = {
+      kind,
+      name,
+      summary: change.summary,
+      trailers: prevStaged ? mergeTrailers(prevStaged.change.trailers, change.trailers) : change.trailers,
+    };
+    this.staged.set(path, { entry: text === null ? null : { text, doc: doc! }, change: merged });
+    return true;
+  }
+
+  get stagedCount(): number {
+    return this.staged.size;
+  }
+
+  stagedChanges(): StagedChange[] {
+    return [...this.staged.values()].map((s) => s.change);
+  }
+
+  /**
+   * Writes everything staged as one commit on top of the current head and moves the ref by
+   * compare-and-swap. Returns the new commit, or undefined when nothing was staged. Throws
+   * `StatusConflict` when the ref moved under us.
+   */
+  async commitBatch(opts: { specCommit?: string } = {}): Promise<{ oid: string; message: string; changes: StagedChange[] } | undefined> {
+    if (this.staged.size === 0) return undefined;
+    const changes = [...this.staged.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+    const rootEntries = this.headOid ? await this.readTree((await this.git.readCommit(this.headOid)).tree) : [];
+    const byDir = new Map<string, [string, Entry | null][]>();
+    for (const [path, s] of changes) {
+      const [dir, file] = [path.slice(0, path.indexOf('/')), path.slice(path.indexOf('/') + 1)];
+      const list = byDir.get(dir) ?? [];
+      list.push([file, s.entry]);
+      byDir.set(dir, list);
+    }
+    const newRoot = rootEntries.filter((e) => !byDir.has(e.path));
+    for (const [dir, files] of byDir) {
+      const old = rootEntries.find((e) => e.path === dir && e.type === 'tree');
+      const entries = new Map((old ? await this.readTree(old.oid) : []).map((e) => [e.path, e]));
+      const blobOids = await Promise.all(files.map(([, entry]) => (entry ? this.git.writeBlob(enc.encode(entry.text)) : undefined)));
+      files.forEach(([file, entry], i) => {
+        if (entry) entries.set(file, { mode: '100644', path: file, oid: blobOids[i]!, type: 'blob' });
+        else entries.delete(file);
+      });
+      if (entries.size === 0) continue;
+      const list = sortTree([...entries.values()]);
+      const oid = await this.git.writeTree(list);
+      this.trees.set(oid, list);
+      newRoot.push({ mode: '040000', path: dir, oid, type: 'tree' });
+    }
+    const rootList = sortTree(newRoot);
+    const tree = await this.git.writeTree(rootList);
+    this.trees.set(tree, rootList);
+    const message = commitMessage(
+      changes.map(([, s]) => s.change),
+      opts.specCommit,
+    );
+    const oid = await this.git.writeCommit({
+      tree,
+      parents: this.headOid ? [this.headOid] : [],
+      message,
+      author: this.author,
+      time: Math.floor(this.now() / 1000),
+    });
+    const moved = await this.git.updateRef(this.ref, oid, this.headOid);
+    if (!moved) throw new StatusConflict(this.ref);
+    this.headOid = oid;
+    for (const [path, s] of changes) {
+      if (s.entry) this.docs.set(path, s.entry);
+      else this.docs.delete(path);
+    }
+    this.staged.clear();
+    return { oid, message, changes: changes.map(([, s]) => s.change) };
+  }
+
+  private async readTree(oid: string): Promise<TreeEntry[]> {
+    const cached = this.trees.get(oid);
+    if (cached) return cached;
+    const t = await this.git.readTree(oid);
+    this.trees.set(oid, t);
+    if (this.trees.size > 64) this.trees.delete(this.trees.keys().next().value!);
+    return t;
+  }
+}
+
+/** The status ref moved under the controller: another writer (a second controller) exists. */
+export class StatusConflict extends Error {
+  readonly code = 'StatusConflict';
+  constructor(ref: string) {
+    super(`${ref} moved while the controller was writing it: another controller is writing the same status branch`);
+  }
+}
+
+/** Git orders tree entries by name, with directories compared as if they ended in '/'. */
+function sortTree(entries: TreeEntry[]): TreeEntry[] {
+  const key = (e: TreeEntry) => (e.type === 'tree' ? e.path + '/' : e.path);
+  return entries.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+function mergeTrailers(a: [string, string][], b: [string, string][]): [string, string][] {
+  const out = [...a];
+  for (const t of b) if (!out.some(([k, v]) => k === t[0] && v === t[1])) out.push(t);
+  return out;
+}
+
+/** `run/foo: Running (attempt 1 on local)`, or a subject plus one line per object, then trailers. */
+export function commitMessage(changes: readonly StagedChange[], specCommit?: string): string {
+  const trailers: [string, string][] = [];
+  if (specCommit) trailers.push(['Spec-Commit', specCommit]);
+  for (const c of changes) for (const t of c.trailers) if (!trailers.some(([k, v]) => k === t[0] && v === t[1])) trailers.push(t);
+  const trailerText = trailers.map(([k, v]) => `${k}: ${v}`).join('\n');
+  if (changes.length === 1) return `${changes[0]!.summary}\n\n${trailerText}\n`;
+  const counts = new Map<string, number>();
+  for (const c of changes) counts.set(c.kind, (counts.get(c.kind) ?? 0) + 1);
+  const what = [...counts].map(([k, n]) => `${n} ${k.toLowerCase()}${n === 1 ? '' : 's'}`).join(', ');
+  const body = changes.map((c) => `- ${c.summary}`).join('\n');
+  return `status: ${what} changed\n\n${body}\n\n${trailerText}\n`;
+}

@@ -1,0 +1,149 @@
+/**
+ * What the controller writes to the status branch: one YAML file per object. Kubernetes-shaped
+ * (phase, conditions with observedGeneration) so it reads like `kubectl get -o yaml`.
+ */
+import type { RunSpec } from '../spec/schema.js';
+
+export const Phase = {
+  Pending: 'Pending',
+  Scheduling: 'Scheduling',
+  Queued: 'Queued',
+  Running: 'Running',
+  Succeeded: 'Succeeded',
+  Failed: 'Failed',
+  Cancelled: 'Cancelled',
+  Preempted: 'Preempted',
+  Lost: 'Lost',
+} as const;
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+export const TERMINAL_PHASES: ReadonlySet<Phase> = new Set([Phase.Succeeded, Phase.Failed, Phase.Cancelled]);
+
+/** An attempt's own phase: `Submitting` is the write-ahead record made before the backend is asked. */
+export const AttemptPhase = { Submitting: 'Submitting', ...Phase } as const;
+export type AttemptPhase = (typeof AttemptPhase)[keyof typeof AttemptPhase];
+
+/** Condition types, documented: what each means when True. */
+export const ConditionType = {
+  /** The spec passed validation. False carries the loader's file:line message. */
+  Valid: 'Valid',
+  /** A backend was chosen for the current attempt. */
+  Scheduled: 'Scheduled',
+  /** The current attempt is running. */
+  Ready: 'Ready',
+  /** The spec changed in a way the run refused (immutable fields, onSpecChange: Reject). */
+  SpecChangeRejected: 'SpecChangeRejected',
+  /** A checkpoint has been committed. */
+  Checkpointed: 'Checkpointed',
+  /** The controller could not reach the backend or the git remote; the state shown may be stale. */
+  Stale: 'Stale',
+} as const;
+
+/** Reasons, as constants so tests and users can match on them. */
+export const Reason = {
+  SpecDeleted: 'SpecDeleted',
+  Suspended: 'Suspended',
+  Completed: 'Completed',
+  Error: 'Error',
+  AttemptsExhausted: 'AttemptsExhausted',
+  SpecInvalid: 'SpecInvalid',
+  NoBackend: 'NoBackend',
+  SubmitFailed: 'SubmitFailed',
+  Adopted: 'Adopted',
+  ImmutableFieldChanged: 'ImmutableFieldChanged',
+  RestartOnSpecChange: 'RestartOnSpecChange',
+  Lost: 'Lost',
+  Preempted: 'Preempted',
+  BackoffWaiting: 'BackoffWaiting',
+} as const;
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: string;
+}
+
+export interface Attempt {
+  n: number;
+  backend: string;
+  jobName: string;
+  jobId?: string;
+  phase: AttemptPhase;
+  submittedAt?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  exitCode?: number;
+  reason?: string;
+  message?: string;
+  /** Spec commit this attempt was submitted for. */
+  specCommit: string;
+  /** Code commit shipped to the backend. */
+  codeCommit?: string;
+}
+
+export interface RunStatus {
+  phase: Phase;
+  /** When the controller first saw the run. */
+  createdAt?: string;
+  reason?: string;
+  message?: string;
+  /** Hash of the spec last acted on. */
+  observedGeneration?: string;
+  /** Commit of the watched branch the spec last acted on came from. */
+  specCommit?: string;
+  specFile?: string;
+  /** Code commit, pinned at the first submission. */
+  codeCommit?: string;
+  /** DAG that owns this run, if any. */
+  owner?: string;
+  conditions: Condition[];
+  attempts: Attempt[];
+  /** Not before this time is the next attempt submitted (backoff). */
+  nextAttemptAfter?: string;
+  /** Last value of the reconcile-requested-at annotation handled. */
+  lastHandledReconcileAt?: string;
+}
+
+export interface RunStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'RunStatus';
+  metadata: { name: string; labels?: Record<string, string> };
+  /** The spec last acted on: the base of the next JSON Patch diff. */
+  appliedSpec?: RunSpec;
+  status: RunStatus;
+}
+
+export interface BackendStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'BackendStatus';
+  metadata: { name: string };
+  status: {
+    type: string;
+    conditions: Condition[];
+    activeAttempts: number;
+  };
+}
+
+export type StatusDoc = RunStatusDoc | BackendStatusDoc | { kind: string; metadata: { name: string } };
+
+/** Folder of each status kind on the status branch. */
+export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends' } as const;
+export type StatusKind = keyof typeof STATUS_DIRS;
+
+/** Sets or replaces a condition, keeping lastTransitionTime when the status did not change. */
+export function setCondition(list: Condition[], c: Omit<Condition, 'lastTransitionTime'>, now: string): Condition[] {
+  const prev = list.find((x) => x.type === c.type);
+  if (prev && prev.status === c.status && prev.reason === c.reason && prev.message === c.message && prev.observedGeneration === c.observedGeneration) {
+    return list;
+  }
+  const next: Condition = { ...c, lastTransitionTime: prev && prev.status === c.status ? prev.lastTransitionTime : now };
+  if (next.observedGeneration === undefined) delete next.observedGeneration;
+  return [...list.filter((x) => x.type !== c.type), next];
+}
+
+export function removeCondition(list: Condition[], type: string): Condition[] {
+  return list.some((c) => c.type === type) ? list.filter((c) => c.type !== type) : list;
+}

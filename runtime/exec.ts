@@ -1,0 +1,178 @@
+/**
+ * `adv exec`: the wrapper every backend runs around the user's command, so every backend gives
+ * the same contract — environment, signal forwarding, an exit record. (Checkpoint restore and
+ * upload, heartbeats and log shipping to the object store plug in here: see `hooks`.)
+ *
+ * Only Node built-ins: this file must run on a worker that has Node.js but not our node_modules.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { processStartTicks } from './proc.js';
+import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, ExitReason, writeJsonAtomic, type ExitRecord } from './records.js';
+
+export interface ExecOptions {
+  run: string;
+  attempt: number;
+  argv: string[];
+  /** Where exec.json / exit.json go, and the default home of the checkpoint and artifact dirs. */
+  jobDir?: string;
+  ckptDir?: string;
+  artifactDir?: string;
+  cwd?: string;
+  /** Seconds the workload gets after SIGTERM/SIGUSR1 before SIGKILL. Default 30. */
+  graceSec?: number;
+  env?: NodeJS.ProcessEnv;
+  /** Where the workload's output goes. Default: inherited. */
+  stdio?: 'inherit' | 'pipe';
+  /** Extension points for the object-store side (restore before, upload after, heartbeat). */
+  hooks?: ExecHooks;
+  log?: (line: string) => void;
+}
+
+export interface ExecHooks {
+  beforeStart?(env: Record<string, string>): Promise<void>;
+  afterExit?(record: ExitRecord): Promise<void>;
+}
+
+const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const;
+
+/** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
+export async function advExec(opts: ExecOptions): Promise<{ code: number; record: ExitRecord }> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
+  const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
+  const ckptDir = resolve(opts.ckptDir ?? (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')));
+  const artifactDir = resolve(opts.artifactDir ?? (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')));
+  for (const d of [ckptDir, artifactDir, ...(jobDir ? [jobDir] : [])]) mkdirSync(d, { recursive: true });
+  const graceMs = (opts.graceSec ?? 30) * 1000;
+  const startedAt = new Date().toISOString();
+
+  const contract: Record<string, string> = {
+    ADV_RUN: opts.run,
+    ADV_ATTEMPT: String(opts.attempt),
+    ADV_CKPT_DIR: ckptDir,
+    ADV_ARTIFACT_DIR: artifactDir,
+    ...(jobDir ? { ADV_JOB_DIR: jobDir } : {}),
+  };
+  await opts.hooks?.beforeStart?.(contract);
+
+  const [cmd, ...args] = opts.argv;
+  if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
+  const child = spawn(cmd, args, {
+    cwd: opts.cwd ?? process.cwd(),
+    env: { ...process.env, ...opts.env, ...contract },
+    stdio: opts.stdio === 'pipe' ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+    // Its own process group, so a signal reaches the workload and everything it started.
+    detached: true,
+  });
+  if (jobDir && child.pid) {
+    writeJsonAtomic(join(jobDir, EXEC_FILE), {
+      pid: process.pid,
+      startTicks: processStartTicks(process.pid),
+      childPid: child.pid,
+      childStartTicks: processStartTicks(child.pid),
+      run: opts.run,
+      attempt: opts.attempt,
+      startedAt,
+    });
+  }
+
+  let stopSignal: string | undefined;
+  let killTimer: NodeJS.Timeout | undefined;
+  const signalGroup = (sig: NodeJS.Signals) => {
+    if (!child.pid) return;
+    try {
+      process.kill(-child.pid, sig);
+    } catch {
+      // already gone
+    }
+  };
+  const handlers = FORWARDED.map((sig) => {
+    const h = () => {
+      stopSignal ??= sig;
+      log(`received ${sig}; forwarding to the workload, SIGKILL in ${graceMs / 1000}s`);
+      signalGroup(sig);
+      if (!killTimer && (sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGUSR1')) {
+        killTimer = setTimeout(() => signalGroup('SIGKILL'), graceMs);
+        killTimer.unref();
+      }
+    };
+    process.on(sig, h);
+    return [sig, h] as const;
+  });
+
+  const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((res) => {
+    child.on('error', (error) => res({ code: null, signal: null, error }));
+    child.on('exit', (code, signal) => res({ code, signal }));
+  });
+  for (const [sig, h] of handlers) process.off(sig, h);
+  if (killTimer) clearTimeout(killTimer);
+  // Anything the workload left running in its group goes with it.
+  signalGroup('SIGKILL');
+
+  const cancelled = jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE));
+  let reason: ExitReason;
+  let exitCode: number;
+  let message: string | undefined;
+  if (result.error) {
+    reason = ExitReason.StartFailed;
+    exitCode = 127;
+    message = `cannot start ${JSON.stringify(cmd)}: ${result.error.message}`;
+  } else if (cancelled) {
+    reason = ExitReason.Cancelled;
+    exitCode = result.code ?? 128 + signalNumber(result.signal);
+  } else if (stopSignal && result.code !== 0) {
+    reason = ExitReason.Preempted;
+    exitCode = result.code ?? 128 + signalNumber(result.signal);
+    message = `stopped by ${stopSignal}`;
+  } else if (result.signal) {
+    reason = ExitReason.Signaled;
+    exitCode = 128 + signalNumber(result.signal);
+    message = `workload killed by ${result.signal}`;
+  } else {
+    exitCode = result.code ?? 1;
+    reason = exitCode === 0 ? ExitReason.Completed : ExitReason.Error;
+  }
+  const record: ExitRecord = {
+    exitCode,
+    ...(result.signal ? { signal: result.signal } : {}),
+    reason,
+    ...(message ? { message } : {}),
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  };
+  await opts.hooks?.afterExit?.(record);
+  if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
+  if (message) log(message);
+  return { code: exitCode, record };
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGTERM: 15 };
+function signalNumber(sig: NodeJS.Signals | null): number {
+  return sig ? (SIGNALS[sig] ?? 1) : 0;
+}
+
+/** The argument vector for a Run's `command` or `entry` (never a shell string built from values). */
+export function argvFor(spec: { command?: string | string[]; entry?: string }): string[] {
+  if (Array.isArray(spec.command)) return spec.command;
+  if (typeof spec.command === 'string') return ['sh', '-c', spec.command];
+  if (spec.entry) {
+    const at = spec.entry.lastIndexOf(':');
+    const file = spec.entry.slice(0, at);
+    const fn = spec.entry.slice(at + 1);
+    // The file and function arrive as argv, never inside the program text.
+    const program = [
+      'import importlib.util, os, sys',
+      'path, fn = sys.argv[1], sys.argv[2]',
+      'sys.argv = [path]',
+      'sys.path.insert(0, os.path.dirname(os.path.abspath(path)))',
+      'spec = importlib.util.spec_from_file_location("__adv_entry__", path)',
+      'mod = importlib.util.module_from_spec(spec)',
+      'spec.loader.exec_module(mod)',
+      'result = getattr(mod, fn)()',
+      'sys.exit(result if isinstance(result, int) else 0)',
+    ].join('\n');
+    return ['python3', '-c', program, file, fn];
+  }
+  throw new Error('run has neither command nor entry');
+}

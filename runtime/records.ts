@@ -1,0 +1,53 @@
+/** The files `adv exec` leaves in a job dir: who runs, and how it ended. Written atomically. */
+import { renameSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface ExecRecord {
+  pid: number;
+  startTicks?: number;
+  childPid?: number;
+  childStartTicks?: number;
+  run: string;
+  attempt: number;
+  startedAt: string;
+}
+
+export const ExitReason = {
+  Completed: 'Completed',
+  Error: 'Error',
+  /** Ended after a SIGTERM/SIGUSR1 that was not a cancel: the backend took the node back. */
+  Preempted: 'Preempted',
+  Cancelled: 'Cancelled',
+  /** The workload died of a signal nobody sent through adv exec (OOM killer, segfault). */
+  Signaled: 'Signaled',
+  /** The command could not be started (not found, not executable). */
+  StartFailed: 'StartFailed',
+} as const;
+export type ExitReason = (typeof ExitReason)[keyof typeof ExitReason];
+
+export interface ExitRecord {
+  exitCode: number;
+  signal?: string;
+  reason: ExitReason;
+  message?: string;
+  startedAt: string;
+  finishedAt: string;
+}
+
+export const EXEC_FILE = 'exec.json';
+export const EXIT_FILE = 'exit.json';
+export const CANCEL_FILE = 'cancel-requested';
+
+export function writeJsonAtomic(path: string, value: unknown): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n');
+  renameSync(tmp, path);
+}
+
+export function readJson<T>(dir: string, file: string): T | undefined {
+  try {
+    return JSON.parse(readFileSync(join(dir, file), 'utf8')) as T;
+  } catch {
+    return undefined;
+  }
+}
