@@ -42,7 +42,10 @@ export async function gitToken(env: NodeJS.ProcessEnv): Promise<string | undefin
 /** Parses `10s`, `500ms`, `2m`, or a number of seconds. */
 export function parseDuration(v: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(v.trim());
-  if (!m) throw new AdvError(ErrorCode.UsageError, `"${v}" is not a duration`, { hint: 'write e.g. 500ms, 10s, 2m' });
+  if (!m)
+    throw new AdvError(ErrorCode.UsageError, `"${v}" is not a duration`, {
+      hint: 'write e.g. 500ms, 10s, 2m',
+    });
   const n = Number(m[1]);
   const unit = m[2] ?? 's';
   return n * (unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000);

@@ -23,7 +23,11 @@ export interface SpecsWorkTree {
   close(): Promise<void>;
 }
 
-export async function openSpecsWorkTree(repo: string, branch: string, token: string | undefined): Promise<SpecsWorkTree> {
+export async function openSpecsWorkTree(
+  repo: string,
+  branch: string,
+  token: string | undefined,
+): Promise<SpecsWorkTree> {
   const env = credentialEnv(token);
   let dir: string;
   let temp = false;
@@ -33,15 +37,23 @@ export async function openSpecsWorkTree(repo: string, branch: string, token: str
     const r = await runGit(['clone', '--quiet', '--depth', '1', '--branch', branch, repo, dir], { env });
     if (r.code !== 0) {
       await rm(dir, { recursive: true, force: true });
-      throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, { hint: 'check --repo, --branch and ADV_GIT_TOKEN' });
+      throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, {
+        hint: 'check --repo, --branch and ADV_GIT_TOKEN',
+      });
     }
   } else {
     dir = repo;
-    const head = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], { cwd: dir })).stdout.toString().trim();
+    const head = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], { cwd: dir })).stdout
+      .toString()
+      .trim();
     if (head !== branch) {
-      throw new AdvError(ErrorCode.UsageError, `${dir} has "${head || 'a detached HEAD'}" checked out, not the watched branch "${branch}"`, {
-        hint: `git switch ${branch} first, or pass --branch`,
-      });
+      throw new AdvError(
+        ErrorCode.UsageError,
+        `${dir} has "${head || 'a detached HEAD'}" checked out, not the watched branch "${branch}"`,
+        {
+          hint: `git switch ${branch} first, or pass --branch`,
+        },
+      );
     }
   }
   const id = (await hasIdentity(dir)) ? [] : FALLBACK_IDENTITY;
@@ -56,14 +68,24 @@ export async function openSpecsWorkTree(repo: string, branch: string, token: str
     commit: async (paths, message) => {
       await git(['add', '--', ...paths], { cwd: dir });
       const diff = await runGit(['diff', '--cached', '--quiet', '--', ...paths], { cwd: dir });
-      if (diff.code === 0) throw new AdvError(ErrorCode.UsageError, 'nothing to commit: the specs repo already has this content', { hint: 'no change needed' });
+      if (diff.code === 0)
+        throw new AdvError(
+          ErrorCode.UsageError,
+          'nothing to commit: the specs repo already has this content',
+          { hint: 'no change needed' },
+        );
       await git([...id, 'commit', '--quiet', '-m', message, '--', ...paths], { cwd: dir });
       if (temp) {
         for (let attempt = 1; ; attempt++) {
-          const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], { cwd: dir, env });
+          const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], {
+            cwd: dir,
+            env,
+          });
           if (push.code === 0) break;
           if (attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(push.stderr)) {
-            throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, { hint: 'check that the token may push to the branch' });
+            throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, {
+              hint: 'check that the token may push to the branch',
+            });
           }
           await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
         }

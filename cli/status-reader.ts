@@ -14,9 +14,16 @@ export interface StatusReader {
   close(): Promise<void>;
 }
 
-export async function openStatus(opts: { repo?: string; branch?: string; statusBranch?: string }, io: Io): Promise<StatusReader> {
+export async function openStatus(
+  opts: { repo?: string; branch?: string; statusBranch?: string },
+  io: Io,
+): Promise<StatusReader> {
   const repoArg = await resolveRepo(opts.repo, io.cwd);
-  const cache = join(io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'), 'adventuretime', createHash('sha256').update(repoArg).digest('hex').slice(0, 16));
+  const cache = join(
+    io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'),
+    'adventuretime',
+    createHash('sha256').update(repoArg).digest('hex').slice(0, 16),
+  );
   const token = await gitToken(io.env);
   const repo = await SpecsRepo.open({
     repo: repoArg,
@@ -29,10 +36,16 @@ export async function openStatus(opts: { repo?: string; branch?: string; statusB
     try {
       await repo.refresh();
     } catch (e) {
-      throw new AdvError(ErrorCode.GitError, (e as Error).message, { hint: 'check --repo and ADV_GIT_TOKEN' });
+      throw new AdvError(ErrorCode.GitError, (e as Error).message, {
+        hint: 'check --repo and ADV_GIT_TOKEN',
+      });
     }
   }
-  const store = new StatusStore(repo.git, repo.mode === 'remote' ? `refs/remotes/origin/${repo.statusBranch}` : repo.statusRef, { name: 'adv', email: 'adv@localhost' });
+  const store = new StatusStore(
+    repo.git,
+    repo.mode === 'remote' ? `refs/remotes/origin/${repo.statusBranch}` : repo.statusRef,
+    { name: 'adv', email: 'adv@localhost' },
+  );
   await store.load();
   if (!store.head) {
     await repo.close();

@@ -7,7 +7,8 @@
  * and only then execute the actions (write-ahead: a submission is on the status branch before the
  * backend is asked). Results of the actions go out as the next commit.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import pLimit from 'p-limit';
 import pino, { type Logger } from 'pino';
@@ -76,6 +77,7 @@ export class Controller {
   private fingerprints = new Map<string, string>();
   private backendObjects = new Map<string, { obj: BackendObject; gen: string }>();
   private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
+  private controllerId = '';
   private nextFetchAt = 0;
   private nextResyncAt = 0;
   private nextPollAt = 0;
@@ -101,7 +103,12 @@ export class Controller {
     const repo = await SpecsRepo.open({ ...opts, dataDir });
     const c = new Controller(repo, { ...opts, dataDir });
     c.listings = new TreeListingCache(repo.git);
-    c.store = new StatusStore(repo.git, repo.statusRef, opts.identity ?? { name: 'AdventureTime', email: 'controller@adventuretime.dev' }, c.now);
+    c.store = new StatusStore(
+      repo.git,
+      repo.statusRef,
+      opts.identity ?? { name: 'AdventureTime', email: 'controller@adventuretime.dev' },
+      c.now,
+    );
     return c;
   }
 
@@ -130,6 +137,7 @@ export class Controller {
 
   /** Loads the status branch; call once before the first pass. */
   async init(): Promise<void> {
+    this.controllerId = await loadControllerId(this.opts.dataDir);
     try {
       await this.repo.refresh();
     } catch (e) {
@@ -153,9 +161,17 @@ export class Controller {
         if (!this.remoteReachable) this.logger.info('specs repo reachable again');
         this.remoteReachable = true;
       } catch (e) {
-        if (this.remoteReachable) this.logger.warn({ err: errText(e) }, 'cannot fetch the specs repo; reconciling what is known');
+        if (this.remoteReachable)
+          this.logger.warn({ err: errText(e) }, 'cannot fetch the specs repo; reconciling what is known');
         this.remoteReachable = false;
       }
+    }
+    // Someone else moved the status branch (a fetch adopted the remote's, a second controller):
+    // take it as the truth before planning on it.
+    if ((await this.repo.git.resolveRef(this.store.ref)) !== this.store.head) {
+      this.logger.warn('status branch changed outside this controller; reloading it');
+      await this.store.load();
+      for (const n of this.store.names('Run')) this.queue.add(RUN(n));
     }
     const head = await this.repo.specHead();
     if (head && head !== this.specHead) {
@@ -165,7 +181,12 @@ export class Controller {
     if (!this.specHead) return stats;
     if (now >= this.nextResyncAt) {
       this.nextResyncAt = now + (this.opts.resyncIntervalMs ?? 60_000);
-      for (const name of new Set([...this.desiredRuns.keys(), ...this.invalidRuns.keys(), ...this.store.names('Run')])) this.queue.add(RUN(name));
+      for (const name of new Set([
+        ...this.desiredRuns.keys(),
+        ...this.invalidRuns.keys(),
+        ...this.store.names('Run'),
+      ]))
+        this.queue.add(RUN(name));
     }
 
     // Observe: one poll per backend for all its live jobs, at most every pollInterval.
@@ -201,7 +222,10 @@ export class Controller {
           summary: plan.summary,
           trailers: [['Run', name], ...(a ? ([['Attempt', String(a.n)]] as [string, string][]) : [])],
         });
-        this.logger.info({ run: name, attempt: a?.n, backend: a?.backend, phase: plan.doc.status.phase }, plan.summary);
+        this.logger.info(
+          { run: name, attempt: a?.n, backend: a?.backend, phase: plan.doc.status.phase },
+          plan.summary,
+        );
       }
       actions.push(...plan.actions);
       if (plan.requeueAfterMs !== undefined) this.queue.addAfter(key, plan.requeueAfterMs);
@@ -214,7 +238,10 @@ export class Controller {
     stats.published = published;
     const runnable = actions.filter((a) => a.type === 'cancel' || published);
     if (runnable.length < actions.length) {
-      this.logger.warn({ held: actions.length - runnable.length }, 'status not published yet: holding submissions until the remote accepts the write-ahead record');
+      this.logger.warn(
+        { held: actions.length - runnable.length },
+        'status not published yet: holding submissions until the remote accepts the write-ahead record',
+      );
     }
     stats.actions = runnable.length;
     await Promise.all(runnable.map((a) => this.limit(() => this.execute(a))));
@@ -246,7 +273,12 @@ export class Controller {
         if (e instanceof StatusConflict) await this.recoverFromConflict();
       }
       if (this.stopped) break;
-      const next = Math.min(this.nextFetchAt, this.nextPollAt, this.queue.nextDueAt() ?? Infinity, this.nextResyncAt);
+      const next = Math.min(
+        this.nextFetchAt,
+        this.nextPollAt,
+        this.queue.nextDueAt() ?? Infinity,
+        this.nextResyncAt,
+      );
       await this.sleep(Math.max(20, next - this.now()));
     }
   }
@@ -264,7 +296,13 @@ export class Controller {
       const st = this.store.get<RunStatusDoc>('Run', name)!.status;
       if (TERMINAL_PHASES.has(st.phase)) continue;
       if (isLiveAttempt(st.attempts.at(-1))) return false;
-      if (st.reason === 'BackoffWaiting' || st.reason === 'SubmitFailed' || st.reason === 'Preempted' || st.reason === 'Lost') return false;
+      if (
+        st.reason === 'BackoffWaiting' ||
+        st.reason === 'SubmitFailed' ||
+        st.reason === 'Preempted' ||
+        st.reason === 'Lost'
+      )
+        return false;
       if (st.phase === 'Scheduling') return false;
     }
     for (const name of this.desiredRuns.keys()) if (!this.store.get('Run', name)) return false;
@@ -283,13 +321,17 @@ export class Controller {
   }
 
   private liveRuns(): string[] {
-    return this.store.names('Run').filter((n) => isLiveAttempt(this.store.get<RunStatusDoc>('Run', n)!.status.attempts.at(-1)));
+    return this.store
+      .names('Run')
+      .filter((n) => isLiveAttempt(this.store.get<RunStatusDoc>('Run', n)!.status.attempts.at(-1)));
   }
 
   /** Reads the desired state at `head`; only blobs whose id changed are parsed. */
   private async loadDesired(head: string): Promise<void> {
     const commit = await this.repo.git.readCommit(head);
-    const result = await this.loader.sync(new GitTreeSource(this.repo.git, commit.tree, this.listings, this.opts.specsPath ?? ''));
+    const result = await this.loader.sync(
+      new GitTreeSource(this.repo.git, commit.tree, this.listings, this.opts.specsPath ?? ''),
+    );
     this.specHead = head;
     const runs = new Map<string, DesiredRun>();
     const invalid = new Map<string, InvalidRun>();
@@ -319,20 +361,31 @@ export class Controller {
         name: d.name,
         file: d.file,
         line: first?.line ?? d.line,
-        message: first ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}` : 'invalid',
+        column: first?.column ?? 1,
+        message: first
+          ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}`
+          : 'invalid',
       });
     }
     // Enqueue what changed.
     const fp = new Map<string, string>();
-    for (const [n, r] of runs) fp.set(n, `${r.generation}|${JSON.stringify(r.annotations ?? {})}|${JSON.stringify(r.labels ?? {})}|${r.file}`);
+    for (const [n, r] of runs)
+      fp.set(
+        n,
+        `${r.generation}|${JSON.stringify(r.annotations ?? {})}|${JSON.stringify(r.labels ?? {})}|${r.file}`,
+      );
     for (const [n, i] of invalid) fp.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
-    for (const n of new Set([...fp.keys(), ...this.fingerprints.keys()])) if (fp.get(n) !== this.fingerprints.get(n)) this.queue.add(RUN(n));
+    for (const n of new Set([...fp.keys(), ...this.fingerprints.keys()]))
+      if (fp.get(n) !== this.fingerprints.get(n)) this.queue.add(RUN(n));
     this.fingerprints = fp;
     this.desiredRuns = runs;
     this.invalidRuns = invalid;
     this.backendObjects = backends;
     await this.syncBackends();
-    this.logger.info({ commit: head.slice(0, 12), runs: runs.size, invalid: invalid.size, backends: backends.size }, 'loaded specs');
+    this.logger.info(
+      { commit: head.slice(0, 12), runs: runs.size, invalid: invalid.size, backends: backends.size },
+      'loaded specs',
+    );
   }
 
   private async syncBackends(): Promise<void> {
@@ -360,9 +413,18 @@ export class Controller {
       }
       // A suspended backend still polls its live jobs; it only takes no new ones.
       if (!instance && factory && obj.spec.suspend) {
-        instance = factory.create(obj, { dataDir: this.opts.dataDir, logger: this.logger.child({ backend: name }), gitdir: this.repo.git.gitdir, now: this.now });
+        instance = factory.create(obj, {
+          dataDir: this.opts.dataDir,
+          logger: this.logger.child({ backend: name }),
+          gitdir: this.repo.git.gitdir,
+          now: this.now,
+        });
       }
-      this.backends.set(name, { ...(instance ? { instance } : {}), gen, info: { name, spec: obj.spec, usable: !why, ...(why ? { why } : {}) } });
+      this.backends.set(name, {
+        ...(instance ? { instance } : {}),
+        gen,
+        info: { name, spec: obj.spec, usable: !why, ...(why ? { why } : {}) },
+      });
     }
     for (const name of [...this.backends.keys()]) {
       if (!this.backendObjects.has(name)) {
@@ -379,15 +441,19 @@ export class Controller {
     const codeRefs = new Map<string, string>();
     for (const ref of refs) {
       const oid =
-        (await this.repo.git.resolveRef(this.repo.mode === 'remote' ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`)) ??
-        (await this.repo.git.resolveRef(ref));
+        (await this.repo.git.resolveRef(
+          this.repo.mode === 'remote' ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`,
+        )) ?? (await this.repo.git.resolveRef(ref));
       if (oid) codeRefs.set(ref, oid);
     }
     return {
       now: this.now(),
       specCommit: this.specHead!,
-      backends: [...this.backends.values()].filter((b) => this.backendObjects.has(b.info.name)).map((b) => b.info),
+      backends: [...this.backends.values()]
+        .filter((b) => this.backendObjects.has(b.info.name))
+        .map((b) => b.info),
       codeRefs,
+      controllerId: this.controllerId,
     };
   }
 
@@ -406,13 +472,27 @@ export class Controller {
       [...byBackend].map(async ([backend, handles]) => {
         const b = this.backends.get(backend)?.instance;
         if (!b) {
-          for (const h of handles) out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason: 'NoAdapter', message: `backend ${backend} is not loaded` });
+          for (const h of handles)
+            out.set(h.jobName, {
+              jobName: h.jobName,
+              jobId: h.jobId,
+              state: 'Unknown',
+              reason: 'NoAdapter',
+              message: `backend ${backend} is not loaded`,
+            });
           return;
         }
         try {
           for (const o of await b.poll(handles)) out.set(o.jobName, o);
         } catch (e) {
-          for (const h of handles) out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason: 'PollFailed', message: errText(e) });
+          for (const h of handles)
+            out.set(h.jobName, {
+              jobName: h.jobName,
+              jobId: h.jobId,
+              state: 'Unknown',
+              reason: 'PollFailed',
+              message: errText(e),
+            });
         }
       }),
     );
@@ -427,7 +507,9 @@ export class Controller {
     if (a.type === 'cancel') {
       if (!backend) return;
       try {
-        const handle = (a.jobId ? { backend: a.backend, jobName: a.jobName, jobId: a.jobId } : undefined) ?? (await backend.find(a.jobName));
+        const handle =
+          (a.jobId ? { backend: a.backend, jobName: a.jobName, jobId: a.jobId } : undefined) ??
+          (await backend.find(a.jobName));
         if (handle) await backend.cancel(handle);
         log.info({ job: a.jobName }, 'cancelled');
       } catch (e) {
@@ -437,7 +519,13 @@ export class Controller {
       return;
     }
     const stage = (r: { doc: RunStatusDoc; summary: string }) =>
-      this.store.stage('Run', a.run, r.doc, { summary: r.summary, trailers: [['Run', a.run], ['Attempt', String(a.attempt)]] });
+      this.store.stage('Run', a.run, r.doc, {
+        summary: r.summary,
+        trailers: [
+          ['Run', a.run],
+          ['Attempt', String(a.attempt)],
+        ],
+      });
     if (!backend) {
       stage(recordSubmitFailed(current, a.attempt, `backend ${a.backend} is not available`, this.now()));
       return;
@@ -460,7 +548,8 @@ export class Controller {
         if (v === undefined) missing.push(s);
         else env[s] = v;
       }
-      if (missing.length) throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
+      if (missing.length)
+        throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
       const handle = await backend.submit({
         jobName: a.jobName,
         run: a.run,
@@ -497,14 +586,18 @@ export class Controller {
         lastTransitionTime: new Date(this.now()).toISOString(),
       };
       const prevCond = prev?.status.conditions.find((c) => c.type === 'Ready');
-      if (prevCond && prevCond.status === cond.status && prevCond.message === cond.message) cond.lastTransitionTime = prevCond.lastTransitionTime;
+      if (prevCond && prevCond.status === cond.status && prevCond.message === cond.message)
+        cond.lastTransitionTime = prevCond.lastTransitionTime;
       const doc: BackendStatusDoc = {
         apiVersion: 'adventuretime.dev/v1alpha1',
         kind: 'BackendStatus',
         metadata: { name },
         status: { type: b.info.spec.type, conditions: [cond], activeAttempts: active.get(name) ?? 0 },
       };
-      this.store.stage('Backend', name, doc, { summary: `backend/${name}: ${ready ? 'Ready' : 'NotReady'}${ready ? '' : ` (${b.info.why})`}`, trailers: [['Backend', name]] });
+      this.store.stage('Backend', name, doc, {
+        summary: `backend/${name}: ${ready ? 'Ready' : 'NotReady'}${ready ? '' : ` (${b.info.why})`}`,
+        trailers: [['Backend', name]],
+      });
     }
   }
 
@@ -514,7 +607,10 @@ export class Controller {
       return c ? 1 : 0;
     } catch (e) {
       if (e instanceof StatusConflict) {
-        this.logger.error({ err: e.message }, 'status branch moved under us: reloading it; no action is taken this pass');
+        this.logger.error(
+          { err: e.message },
+          'status branch moved under us: reloading it; no action is taken this pass',
+        );
         await this.recoverFromConflict();
         throw e;
       }
@@ -538,7 +634,9 @@ export class Controller {
       this.remoteReachable = false;
       return false;
     }
-    this.logger.error('status push rejected: another controller writes this status branch; taking its state and holding actions');
+    this.logger.error(
+      'status push rejected: another controller writes this status branch; taking its state and holding actions',
+    );
     await this.recoverFromConflict();
     return false;
   }
@@ -555,7 +653,22 @@ export class Controller {
 
   /** Records where a running controller can be reached, for `adv reconcile`. */
   async writeRuntimeInfo(info: Record<string, unknown>): Promise<void> {
-    await writeFile(join(this.opts.dataDir, 'controller.json'), JSON.stringify({ pid: process.pid, ...info }, null, 2));
+    await writeFile(
+      join(this.opts.dataDir, 'controller.json'),
+      JSON.stringify({ pid: process.pid, ...info }, null, 2),
+    );
+  }
+}
+
+/** A stable id for this controller's data dir, made once. */
+async function loadControllerId(dataDir: string): Promise<string> {
+  const file = join(dataDir, 'controller-id');
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch {
+    const id = randomUUID();
+    await writeFile(file, id + '\n', { flag: 'wx' }).catch(() => undefined);
+    return (await readFile(file, 'utf8')).trim();
   }
 }
 

@@ -85,8 +85,17 @@ export async function serve(controller: Controller, opts: ServeOptions): Promise
           if (req.method === 'GET' && path === '/healthz') return reply(200, { ok: true });
           if (req.method === 'POST' && path === '/hooks/git') {
             const body = await readBody(req);
-            if (!opts.webhookSecret) return reply(403, { error: 'webhooks are disabled: start the controller with a webhook secret' });
-            if (!verifySignature(opts.webhookSecret, body, req.headers['x-hub-signature-256'] as string | undefined)) {
+            if (!opts.webhookSecret)
+              return reply(403, {
+                error: 'webhooks are disabled: start the controller with a webhook secret',
+              });
+            if (
+              !verifySignature(
+                opts.webhookSecret,
+                body,
+                req.headers['x-hub-signature-256'] as string | undefined,
+              )
+            ) {
               return reply(401, { error: 'bad or missing X-Hub-Signature-256' });
             }
             controller.requestFetch('webhook');
@@ -96,7 +105,8 @@ export async function serve(controller: Controller, opts: ServeOptions): Promise
           if (req.method === 'POST' && m) {
             await readBody(req);
             const auth = req.headers.authorization ?? '';
-            if (opts.webhookSecret && auth !== `Bearer ${opts.webhookSecret}`) return reply(401, { error: 'bad or missing bearer token' });
+            if (opts.webhookSecret && auth !== `Bearer ${opts.webhookSecret}`)
+              return reply(401, { error: 'bad or missing bearer token' });
             controller.requestReconcile('Run', m[2]!);
             return reply(202, { accepted: true, kind: 'Run', name: m[2] });
           }

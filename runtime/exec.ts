@@ -9,7 +9,14 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { processStartTicks } from './proc.js';
-import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, ExitReason, writeJsonAtomic, type ExitRecord } from './records.js';
+import {
+  CANCEL_FILE,
+  EXEC_FILE,
+  EXIT_FILE,
+  ExitReason,
+  writeJsonAtomic,
+  type ExitRecord,
+} from './records.js';
 
 export interface ExecOptions {
   run: string;
@@ -41,8 +48,12 @@ const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const
 export async function advExec(opts: ExecOptions): Promise<{ code: number; record: ExitRecord }> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
   const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
-  const ckptDir = resolve(opts.ckptDir ?? (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')));
-  const artifactDir = resolve(opts.artifactDir ?? (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')));
+  const ckptDir = resolve(
+    opts.ckptDir ?? (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')),
+  );
+  const artifactDir = resolve(
+    opts.artifactDir ?? (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')),
+  );
   for (const d of [ckptDir, artifactDir, ...(jobDir ? [jobDir] : [])]) mkdirSync(d, { recursive: true });
   const graceMs = (opts.graceSec ?? 30) * 1000;
   const startedAt = new Date().toISOString();
@@ -101,10 +112,12 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     return [sig, h] as const;
   });
 
-  const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((res) => {
-    child.on('error', (error) => res({ code: null, signal: null, error }));
-    child.on('exit', (code, signal) => res({ code, signal }));
-  });
+  const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
+    (res) => {
+      child.on('error', (error) => res({ code: null, signal: null, error }));
+      child.on('exit', (code, signal) => res({ code, signal }));
+    },
+  );
   for (const [sig, h] of handlers) process.off(sig, h);
   if (killTimer) clearTimeout(killTimer);
   // Anything the workload left running in its group goes with it.
@@ -147,7 +160,15 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   return { code: exitCode, record };
 }
 
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGTERM: 15 };
+const SIGNALS: Record<string, number> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGSEGV: 11,
+  SIGUSR2: 12,
+  SIGTERM: 15,
+};
 function signalNumber(sig: NodeJS.Signals | null): number {
   return sig ? (SIGNALS[sig] ?? 1) : 0;
 }

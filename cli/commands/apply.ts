@@ -22,7 +22,10 @@ export function registerApply(program: Command, io: Io): void {
     .requiredOption('-f, --file <path>', 'the spec file')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--branch <name>', 'the watched branch', 'main')
-    .addHelpText('after', '\nExamples:\n  adv apply -f runs/sweep-3.yaml\n  adv apply -f train.yaml --repo https://git.example.com/lab/specs.git')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  adv apply -f runs/sweep-3.yaml\n  adv apply -f train.yaml --repo https://git.example.com/lab/specs.git',
+    )
     .action(async (opts: RepoOpts & { file: string }) => {
       const file = resolve(io.cwd, opts.file);
       const bytes = await readFile(file);
@@ -37,16 +40,30 @@ export function registerApply(program: Command, io: Io): void {
         const errors = own.diagnostics.filter((d) => d.severity === 'error');
         if (errors.length || own.objects.length === 0) {
           for (const d of own.diagnostics) io.stdout.write(formatDiagnostic(d) + '\n');
-          throw new AdvError(ErrorCode.SpecInvalid, own.objects.length ? `${opts.file} is invalid; nothing was committed` : `${opts.file} holds no spec`, { quiet: errors.length > 0 });
+          throw new AdvError(
+            ErrorCode.SpecInvalid,
+            own.objects.length
+              ? `${opts.file} is invalid; nothing was committed`
+              : `${opts.file} holds no spec`,
+            { quiet: errors.length > 0 },
+          );
         }
         const first = own.objects[0]!;
-        const target = !inside.startsWith('..') ? inside : first.kind === 'Storage' ? 'storage.yaml' : `${DIRS[first.kind]}/${first.name}.yaml`;
+        const target = !inside.startsWith('..')
+          ? inside
+          : first.kind === 'Storage'
+            ? 'storage.yaml'
+            : `${DIRS[first.kind]}/${first.name}.yaml`;
         await wt.write(target, bytes.toString('utf8'));
         const whole = await wt.load();
         const mine = whole.diagnostics.filter((d) => d.file === target && d.severity === 'error');
         if (mine.length) {
           for (const d of mine) io.stdout.write(formatDiagnostic(d) + '\n');
-          throw new AdvError(ErrorCode.SpecInvalid, `${opts.file} does not fit the specs repo; nothing was committed`, { quiet: true });
+          throw new AdvError(
+            ErrorCode.SpecInvalid,
+            `${opts.file} does not fit the specs repo; nothing was committed`,
+            { quiet: true },
+          );
         }
         const names = own.objects.map((o) => `${o.kind.toLowerCase()}/${o.name}`).join(', ');
         const sha = await wt.commit([target], `apply ${names}`);
@@ -56,13 +73,23 @@ export function registerApply(program: Command, io: Io): void {
       }
     });
 
-  const patchRun = async (name: string, opts: RepoOpts, edit: (set: (path: string[], v: unknown) => void) => void, message: string) => {
+  const patchRun = async (
+    name: string,
+    opts: RepoOpts,
+    edit: (set: (path: string[], v: unknown) => void) => void,
+    message: string,
+  ) => {
     const repo = await resolveRepo(opts.repo, io.cwd);
     const wt = await openSpecsWorkTree(repo, opts.branch, await gitToken(io.env));
     try {
       const specs = await wt.load();
-      const found = specs.objects.find((o) => o.kind === 'Run' && o.name === name) ?? specs.invalid.find((o) => o.kind === 'Run' && o.name === name);
-      if (!found) throw new AdvError(ErrorCode.NotFound, `no Run "${name}" in ${repo}`, { hint: 'adv get runs lists the runs' });
+      const found =
+        specs.objects.find((o) => o.kind === 'Run' && o.name === name) ??
+        specs.invalid.find((o) => o.kind === 'Run' && o.name === name);
+      if (!found)
+        throw new AdvError(ErrorCode.NotFound, `no Run "${name}" in ${repo}`, {
+          hint: 'adv get runs lists the runs',
+        });
       const text = (await wt.read(found.file))!;
       const docs = parseAllDocuments(text);
       const list = Array.isArray(docs) ? docs : [];
@@ -86,8 +113,13 @@ export function registerApply(program: Command, io: Io): void {
     .argument('<name>', 'run name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--branch <name>', 'the watched branch', 'main')
-    .addHelpText('after', '\nExamples:\n  adv cancel fork-mid-2026-01-21-001\n  (undo: set spec.suspend: false, or delete the line, and push)')
-    .action((name: string, opts: RepoOpts) => patchRun(name, opts, (set) => set(['spec', 'suspend'], true), `cancel run/${name}`));
+    .addHelpText(
+      'after',
+      '\nExamples:\n  adv cancel fork-mid-2026-01-21-001\n  (undo: set spec.suspend: false, or delete the line, and push)',
+    )
+    .action((name: string, opts: RepoOpts) =>
+      patchRun(name, opts, (set) => set(['spec', 'suspend'], true), `cancel run/${name}`),
+    );
 
   program
     .command('reconcile')
@@ -98,7 +130,10 @@ export function registerApply(program: Command, io: Io): void {
     .option('--branch <name>', 'the watched branch', 'main')
     .option('--data-dir <dir>', "the controller's data dir, to find a running controller")
     .action(async (kind: string, name: string, opts: RepoOpts & { dataDir?: string }) => {
-      if (!/^runs?$/i.test(kind)) throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${kind}"`, { hint: 'use: adv reconcile run NAME' });
+      if (!/^runs?$/i.test(kind))
+        throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${kind}"`, {
+          hint: 'use: adv reconcile run NAME',
+        });
       const { defaultDataDir } = await import('../repo.js');
       const repo = await resolveRepo(opts.repo, io.cwd);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
@@ -118,11 +153,20 @@ export function registerApply(program: Command, io: Io): void {
           method: 'POST',
           headers: secret ? { authorization: `Bearer ${secret}` } : {},
         });
-        if (!res.ok) throw new AdvError(ErrorCode.BackendError, `controller answered ${res.status}: ${await res.text()}`);
+        if (!res.ok)
+          throw new AdvError(
+            ErrorCode.BackendError,
+            `controller answered ${res.status}: ${await res.text()}`,
+          );
         io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
         return;
       }
       // No controller to tell: leave the request in git, as Flux's requestedAt annotation does.
-      await patchRun(name, opts, (set) => set(['metadata', 'annotations', RECONCILE_ANNOTATION], new Date().toISOString()), `reconcile run/${name}`);
+      await patchRun(
+        name,
+        opts,
+        (set) => set(['metadata', 'annotations', RECONCILE_ANNOTATION], new Date().toISOString()),
+        `reconcile run/${name}`,
+      );
     });
 }

@@ -38,10 +38,18 @@ export function registerController(program: Command, io: Io): void {
     .option('--poll-interval <duration>', 'how often to poll backends for live jobs', '2s')
     .option('--resync-interval <duration>', 'how often to re-examine every object', '60s')
     .option('--http <host:port>', 'serve the webhook and API on this address (e.g. 127.0.0.1:8080)')
-    .option('--webhook-secret-env <name>', 'environment variable holding the webhook secret', 'ADV_WEBHOOK_SECRET')
+    .option(
+      '--webhook-secret-env <name>',
+      'environment variable holding the webhook secret',
+      'ADV_WEBHOOK_SECRET',
+    )
     .option('--no-watch', 'do not watch a local repo for ref changes')
     .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
-    .option('--git-reader <impl>', 'object reader: native (git cat-file) or isomorphic (isomorphic-git)', 'native')
+    .option(
+      '--git-reader <impl>',
+      'object reader: native (git cat-file) or isomorphic (isomorphic-git)',
+      'native',
+    )
     .addHelpText(
       'after',
       `
@@ -69,7 +77,10 @@ Examples:
         resyncIntervalMs: parseDuration(opts.resyncInterval),
         logger,
       });
-      logger.info({ repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir }, 'controller starting');
+      logger.info(
+        { repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir },
+        'controller starting',
+      );
       if (opts.once) {
         try {
           await controller.runUntilIdle({ timeoutMs: parseDuration(opts.timeout) });

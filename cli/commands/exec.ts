@@ -21,19 +21,26 @@ Examples:
 The workload sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR. SIGTERM, SIGINT and
 SIGUSR1 are forwarded; after the grace period the workload is killed. exit.json records how it ended.`,
     )
-    .action(async (command: string[], opts: { run?: string; attempt?: string; jobDir?: string; grace: string }) => {
-      const run = opts.run ?? io.env.ADV_RUN;
-      if (!run) throw new AdvError(ErrorCode.UsageError, 'no run name', { hint: 'pass --run NAME or set ADV_RUN' });
-      const attempt = Number(opts.attempt ?? io.env.ADV_ATTEMPT ?? 1);
-      const { code } = await advExec({
-        run,
-        attempt,
-        argv: command,
-        ...(opts.jobDir ? { jobDir: opts.jobDir } : {}),
-        graceSec: Number(opts.grace),
-        log: (l) => io.stderr.write(`adv exec: ${l}\n`),
-      });
-      process.exitCode = code;
-      if (code !== 0) throw new AdvError(ErrorCode.BackendError, `workload exited ${code}`, { quiet: true, exitCode: code });
-    });
+    .action(
+      async (command: string[], opts: { run?: string; attempt?: string; jobDir?: string; grace: string }) => {
+        const run = opts.run ?? io.env.ADV_RUN;
+        if (!run)
+          throw new AdvError(ErrorCode.UsageError, 'no run name', { hint: 'pass --run NAME or set ADV_RUN' });
+        const attempt = Number(opts.attempt ?? io.env.ADV_ATTEMPT ?? 1);
+        const { code } = await advExec({
+          run,
+          attempt,
+          argv: command,
+          ...(opts.jobDir ? { jobDir: opts.jobDir } : {}),
+          graceSec: Number(opts.grace),
+          log: (l) => io.stderr.write(`adv exec: ${l}\n`),
+        });
+        process.exitCode = code;
+        if (code !== 0)
+          throw new AdvError(ErrorCode.BackendError, `workload exited ${code}`, {
+            quiet: true,
+            exitCode: code,
+          });
+      },
+    );
 }

@@ -48,7 +48,12 @@ Examples:
       await writeSchemas(join(dir, 'schemas'));
       await git(['add', '-A'], { cwd: dir });
       const id = (await hasIdentity(dir)) ? [] : FALLBACK_IDENTITY;
-      await git([...id, 'commit', '--quiet', '-m', 'adv init: a file store, a local backend and a hello run'], { cwd: dir });
-      io.stdout.write(`Initialised a specs repo in ${dir}\n\nNext:\n  cd ${dirArg}\n  adv controller --once   # reconcile until the hello run finishes\n  adv get runs\n`);
+      await git(
+        [...id, 'commit', '--quiet', '-m', 'adv init: a file store, a local backend and a hello run'],
+        { cwd: dir },
+      );
+      io.stdout.write(
+        `Initialised a specs repo in ${dir}\n\nNext:\n  cd ${dirArg}\n  adv controller --once   # reconcile until the hello run finishes\n  adv get runs\n`,
+      );
     });
 }

@@ -25,7 +25,13 @@ export class IsoGit implements GitPort {
 
   async readCommit(oid: string): Promise<CommitInfo> {
     const { commit } = await isogit.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
-    return { oid, tree: commit.tree, parents: commit.parent, message: commit.message, time: commit.author.timestamp };
+    return {
+      oid,
+      tree: commit.tree,
+      parents: commit.parent,
+      message: commit.message,
+      time: commit.author.timestamp,
+    };
   }
 
   async readTree(oid: string): Promise<TreeEntry[]> {
@@ -37,7 +43,8 @@ export class IsoGit implements GitPort {
     const out: Uint8Array[] = [];
     // Sequential: isomorphic-git reads pack files with synchronous-looking chains; parallel
     // calls only contend on the same cache.
-    for (const oid of oids) out.push((await isogit.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache })).blob);
+    for (const oid of oids)
+      out.push((await isogit.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache })).blob);
     return out;
   }
 
@@ -53,8 +60,19 @@ export class IsoGit implements GitPort {
     });
   }
 
-  writeCommit(c: { tree: string; parents: string[]; message: string; author: Identity; time?: number }): Promise<string> {
-    const who = { name: c.author.name, email: c.author.email, timestamp: c.time ?? Math.floor(Date.now() / 1000), timezoneOffset: 0 };
+  writeCommit(c: {
+    tree: string;
+    parents: string[];
+    message: string;
+    author: Identity;
+    time?: number;
+  }): Promise<string> {
+    const who = {
+      name: c.author.name,
+      email: c.author.email,
+      timestamp: c.time ?? Math.floor(Date.now() / 1000),
+      timezoneOffset: 0,
+    };
     return isogit.writeCommit({
       fs,
       gitdir: this.gitdir,

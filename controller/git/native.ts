@@ -24,7 +24,13 @@ export interface RunResult {
 /** Runs git with arguments as a list (never through a shell). */
 export function runGit(
   args: readonly string[],
-  opts: { gitdir?: string; cwd?: string; input?: Uint8Array | string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+  opts: {
+    gitdir?: string;
+    cwd?: string;
+    input?: Uint8Array | string;
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number;
+  } = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = {
@@ -44,7 +50,11 @@ export function runGit(
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => {
       if (timer) clearTimeout(timer);
-      reject(new AdvError(ErrorCode.GitError, `cannot run git: ${e.message}`, { hint: 'install git (apt-get install git)' }));
+      reject(
+        new AdvError(ErrorCode.GitError, `cannot run git: ${e.message}`, {
+          hint: 'install git (apt-get install git)',
+        }),
+      );
     });
     child.on('close', (code, signal) => {
       if (timer) clearTimeout(timer);
@@ -165,7 +175,10 @@ export class NativeGit implements GitPort {
   }
 
   async resolveRef(ref: string): Promise<string | undefined> {
-    const r = await runGit(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { gitdir: this.gitdir, env: this.env });
+    const r = await runGit(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], {
+      gitdir: this.gitdir,
+      env: this.env,
+    });
     return r.code === 0 ? r.stdout.toString('utf8').trim() : undefined;
   }
 
@@ -186,11 +199,18 @@ export class NativeGit implements GitPort {
   }
 
   async writeTree(entries: readonly TreeEntry[]): Promise<string> {
-    const input = entries.map((e) => `${e.mode} ${e.type} ${e.oid}\t${e.path}`).join('\n') + (entries.length ? '\n' : '');
+    const input =
+      entries.map((e) => `${e.mode} ${e.type} ${e.oid}\t${e.path}`).join('\n') + (entries.length ? '\n' : '');
     return (await this.git(['mktree'], input)).toString('utf8').trim();
   }
 
-  async writeCommit(c: { tree: string; parents: string[]; message: string; author: Identity; time?: number }): Promise<string> {
+  async writeCommit(c: {
+    tree: string;
+    parents: string[];
+    message: string;
+    author: Identity;
+    time?: number;
+  }): Promise<string> {
     const date = `${c.time ?? Math.floor(Date.now() / 1000)} +0000`;
     const env = {
       ...this.env,
@@ -237,7 +257,11 @@ export class NativeGit implements GitPort {
     });
     if (r.code === 0) return 'ok';
     const text = r.stdout.toString('utf8') + r.stderr;
-    if (/\[rejected\]|non-fast-forward|fetch first|\(stale info\)|failed to update ref|\[remote rejected\]/i.test(text)) {
+    if (
+      /\[rejected\]|non-fast-forward|fetch first|\(stale info\)|failed to update ref|\[remote rejected\]/i.test(
+        text,
+      )
+    ) {
       return 'rejected';
     }
     if (isUnreachable(text)) return 'unreachable';

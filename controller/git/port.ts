@@ -39,7 +39,13 @@ export interface GitPort {
   readBlobs(oids: readonly string[]): Promise<Uint8Array[]>;
   writeBlob(content: Uint8Array): Promise<string>;
   writeTree(entries: readonly TreeEntry[]): Promise<string>;
-  writeCommit(c: { tree: string; parents: string[]; message: string; author: Identity; time?: number }): Promise<string>;
+  writeCommit(c: {
+    tree: string;
+    parents: string[];
+    message: string;
+    author: Identity;
+    time?: number;
+  }): Promise<string>;
   /**
    * Compare-and-swap: sets `ref` to `newOid` only if it currently is `expectedOld` (undefined: the
    * ref must not exist). Returns false when someone else moved it.

@@ -32,13 +32,18 @@ export interface SpecsRepoOptions {
 
 export const DEFAULT_STATUS_BRANCH = 'adventuretime/status';
 
-export const isRemoteUrl = (repo: string): boolean => /^(https?|ssh|git|file):\/\//.test(repo) || /^[\w.-]+@[\w.-]+:/.test(repo);
+export const isRemoteUrl = (repo: string): boolean =>
+  /^(https?|ssh|git|file):\/\//.test(repo) || /^[\w.-]+@[\w.-]+:/.test(repo);
 
 /** Environment that gives git a bearer token without putting it on a command line. */
 export function credentialEnv(token: string | undefined): NodeJS.ProcessEnv {
   if (!token) return {};
   const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
-  return { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'http.extraHeader', GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}` };
+  return {
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: 'http.extraHeader',
+    GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+  };
 }
 
 export class SpecsRepo {
@@ -69,12 +74,19 @@ export class SpecsRepo {
     const branch = opts.branch ?? 'main';
     const statusBranch = opts.statusBranch ?? DEFAULT_STATUS_BRANCH;
     if (statusBranch === branch) {
-      throw new AdvError(ErrorCode.UsageError, `the status branch must differ from the watched branch "${branch}"`, {
-        hint: 'the controller never writes the watched branch; leave --status-branch at its default',
-      });
+      throw new AdvError(
+        ErrorCode.UsageError,
+        `the status branch must differ from the watched branch "${branch}"`,
+        {
+          hint: 'the controller never writes the watched branch; leave --status-branch at its default',
+        },
+      );
     }
     const make = (gitdir: string): GitPort => {
-      const o = { env: credentialEnv(opts.token), ...(opts.networkTimeoutMs ? { networkTimeoutMs: opts.networkTimeoutMs } : {}) };
+      const o = {
+        env: credentialEnv(opts.token),
+        ...(opts.networkTimeoutMs ? { networkTimeoutMs: opts.networkTimeoutMs } : {}),
+      };
       return opts.reader === 'isomorphic' ? new IsoGit(gitdir, o) : new NativeGit(gitdir, o);
     };
     if (isRemoteUrl(opts.repo)) {
@@ -91,13 +103,17 @@ export class SpecsRepo {
     }
     const path = resolve(opts.repo);
     if (!existsSync(path)) {
-      throw new AdvError(ErrorCode.NotFound, `specs repo ${path} does not exist`, { hint: `create one with "adv init ${opts.repo}"` });
+      throw new AdvError(ErrorCode.NotFound, `specs repo ${path} does not exist`, {
+        hint: `create one with "adv init ${opts.repo}"`,
+      });
     }
     let gitdir: string;
     try {
       gitdir = (await git(['rev-parse', '--absolute-git-dir'], { cwd: path })).toString('utf8').trim();
     } catch {
-      throw new AdvError(ErrorCode.NotFound, `${path} is not a git repository`, { hint: `run "git init" there, or "adv init ${opts.repo}"` });
+      throw new AdvError(ErrorCode.NotFound, `${path} is not a git repository`, {
+        hint: `run "git init" there, or "adv init ${opts.repo}"`,
+      });
     }
     return new SpecsRepo(make(gitdir), 'local', path, branch, statusBranch);
   }
@@ -105,21 +121,39 @@ export class SpecsRepo {
   /** Brings the refs up to date: fetches in remote mode; a no-op locally (the refs are live). */
   async refresh(): Promise<void> {
     if (this.mode === 'local') return;
-    await this.git.fetch('origin', [
-      `+refs/heads/${this.branch}:${this.specRef}`,
-      `+refs/heads/${this.statusBranch}:${this.remoteStatusRef}`,
-    ]).catch(async (e: AdvError) => {
-      // A repo without a status branch yet: fetch the watched branch alone.
-      if (/couldn't find remote ref .*status|couldn't find remote ref/i.test(e.message) && !e.data.unreachable) {
-        await this.git.fetch('origin', [`+refs/heads/${this.branch}:${this.specRef}`]);
-        return;
-      }
-      throw e;
-    });
+    try {
+      await this.fetchRefs();
+    } catch (e) {
+      const err = e as AdvError;
+      throw new AdvError(
+        ErrorCode.GitError,
+        err.message.replace('from origin', `from ${this.location}`),
+        err.data,
+      );
+    }
     // First start against a repo that already has status (a restart with a new data dir).
     const local = await this.git.resolveRef(this.statusRef);
     const remote = await this.git.resolveRef(this.remoteStatusRef);
     if (!local && remote) await this.git.updateRef(this.statusRef, remote, undefined);
+  }
+
+  private async fetchRefs(): Promise<void> {
+    await this.git
+      .fetch('origin', [
+        `+refs/heads/${this.branch}:${this.specRef}`,
+        `+refs/heads/${this.statusBranch}:${this.remoteStatusRef}`,
+      ])
+      .catch(async (e: AdvError) => {
+        // A repo without a status branch yet: fetch the watched branch alone.
+        if (
+          /couldn't find remote ref .*status|couldn't find remote ref/i.test(e.message) &&
+          !e.data.unreachable
+        ) {
+          await this.git.fetch('origin', [`+refs/heads/${this.branch}:${this.specRef}`]);
+          return;
+        }
+        throw e;
+      });
   }
 
   async specHead(): Promise<string | undefined> {

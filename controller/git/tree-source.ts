@@ -27,7 +27,8 @@ export class TreeListingCache {
     subtrees.forEach((e, i) => {
       for (const f of listings[i]!) out.push({ path: `${e.path}/${f.path}`, oid: f.oid });
     });
-    for (const e of entries) if (e.type === 'blob' && isSpecFile(e.path)) out.push({ path: e.path, oid: e.oid });
+    for (const e of entries)
+      if (e.type === 'blob' && isSpecFile(e.path)) out.push({ path: e.path, oid: e.oid });
     out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     this.byTree.set(treeOid, out);
     // Bound the cache: listings of old commits are rarely asked for again.
@@ -51,7 +52,9 @@ export class GitTreeSource implements SpecSource {
     let listing = await this.listings.list(this.treeOid);
     if (this.subdir) {
       const prefix = this.subdir + '/';
-      listing = listing.filter((f) => f.path.startsWith(prefix)).map((f) => ({ path: f.path.slice(prefix.length), oid: f.oid }));
+      listing = listing
+        .filter((f) => f.path.startsWith(prefix))
+        .map((f) => ({ path: f.path.slice(prefix.length), oid: f.oid }));
     }
     this.oids = new Map(listing.map((f) => [f.path, f.oid]));
     return listing.map((f) => ({ path: f.path, key: f.oid }));

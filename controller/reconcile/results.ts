@@ -2,10 +2,22 @@
  * Recording the outcome of an executed action into a run's status. Pure, like the planner: the
  * controller calls these after the backend answered.
  */
-import { AttemptPhase, ConditionType, Phase, Reason, setCondition, type RunStatusDoc } from '../status/types.js';
+import {
+  AttemptPhase,
+  ConditionType,
+  Phase,
+  Reason,
+  setCondition,
+  type RunStatusDoc,
+} from '../status/types.js';
 import { summaryOf } from './run-plan.js';
 
-export function recordSubmitted(current: RunStatusDoc, n: number, jobId: string, adopted: boolean): { doc: RunStatusDoc; summary: string } {
+export function recordSubmitted(
+  current: RunStatusDoc,
+  n: number,
+  jobId: string,
+  adopted: boolean,
+): { doc: RunStatusDoc; summary: string } {
   const doc = structuredClone(current);
   const a = doc.status.attempts.find((x) => x.n === n);
   if (a) {
@@ -23,19 +35,34 @@ export function recordSubmitted(current: RunStatusDoc, n: number, jobId: string,
   return { doc, summary: summaryOf(doc) + (adopted ? ' [adopted]' : '') };
 }
 
-export function recordSubmitFailed(current: RunStatusDoc, n: number, message: string, nowMs: number, retryAfterSec = 30): { doc: RunStatusDoc; summary: string } {
+export function recordSubmitFailed(
+  current: RunStatusDoc,
+  n: number,
+  message: string,
+  nowMs: number,
+  retryAfterSec = 30,
+): { doc: RunStatusDoc; summary: string } {
   const doc = structuredClone(current);
   const now = new Date(nowMs).toISOString();
   const a = doc.status.attempts.find((x) => x.n === n);
-  if (a) Object.assign(a, { phase: AttemptPhase.Failed, reason: Reason.SubmitFailed, message, finishedAt: now });
+  if (a)
+    Object.assign(a, { phase: AttemptPhase.Failed, reason: Reason.SubmitFailed, message, finishedAt: now });
   doc.status.phase = Phase.Scheduling;
   doc.status.reason = Reason.SubmitFailed;
   doc.status.message = `attempt ${n} could not be submitted to ${a?.backend}: ${message}`;
   doc.status.nextAttemptAfter = new Date(nowMs + retryAfterSec * 1000).toISOString();
   doc.status.conditions = setCondition(
     doc.status.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason: Reason.SubmitFailed, message: doc.status.message },
+    {
+      type: ConditionType.Scheduled,
+      status: 'False',
+      reason: Reason.SubmitFailed,
+      message: doc.status.message,
+    },
     now,
   );
-  return { doc, summary: `run/${doc.metadata.name}: submit of attempt ${n} to ${a?.backend} failed: ${message}` };
+  return {
+    doc,
+    summary: `run/${doc.metadata.name}: submit of attempt ${n} to ${a?.backend} failed: ${message}`,
+  };
 }

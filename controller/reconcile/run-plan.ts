@@ -35,6 +35,7 @@ export interface InvalidRun {
   name: string;
   file: string;
   line: number;
+  column: number;
   message: string;
 }
 
@@ -54,7 +55,15 @@ export interface PlanContext {
   backends: readonly BackendInfo[];
   /** `code.ref` → commit, resolved by the caller; a missing entry means the ref does not exist. */
   codeRefs: ReadonlyMap<string, string>;
+  /** This controller's id: it completes only its own write-ahead records, unless they are stale. */
+  controllerId?: string;
 }
+
+/** A write-ahead record of another controller older than this is taken over (that one is gone). */
+export const SUBMIT_TAKEOVER_MS = 5 * 60_000;
+
+/** How long a restart waits for the cancelled attempt's last checkpoint. */
+export const RESTART_GRACE_MS = 15_000;
 
 export type RunAction =
   /** Find the job by name and adopt it; submit only if it does not exist. */
@@ -71,7 +80,17 @@ export interface RunPlan {
 }
 
 /** Spec fields whose change cannot be applied to a live attempt. */
-export const IMMUTABLE_FIELDS = ['command', 'entry', 'code', 'resources', 'parallelism', 'env', 'secrets', 'setup', 'workingDir'] as const;
+export const IMMUTABLE_FIELDS = [
+  'command',
+  'entry',
+  'code',
+  'resources',
+  'parallelism',
+  'env',
+  'secrets',
+  'setup',
+  'workingDir',
+] as const;
 
 /** Hash of the canonical JSON of a spec: its generation. */
 export function generationOf(spec: unknown): string {
@@ -81,22 +100,43 @@ export function generationOf(spec: unknown): string {
 export function canonicalJson(v: unknown): string {
   if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(v).filter((k) => (v as Record<string, unknown>)[k] !== undefined).sort();
+  const keys = Object.keys(v)
+    .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+    .sort();
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
 }
 
 const isLive = (a: Attempt | undefined): a is Attempt =>
-  a !== undefined && (a.phase === AttemptPhase.Submitting || a.phase === AttemptPhase.Queued || a.phase === AttemptPhase.Running);
+  a !== undefined &&
+  (a.phase === AttemptPhase.Submitting ||
+    a.phase === AttemptPhase.Queued ||
+    a.phase === AttemptPhase.Running);
 
-const DEFAULTS = { maxAttempts: 3, maxInfraAttempts: 100, backoffInitialSec: 30, backoffMaxSec: 1800, backoffFactor: 2 };
+const DEFAULTS = {
+  maxAttempts: 3,
+  maxInfraAttempts: 100,
+  backoffInitialSec: 30,
+  backoffMaxSec: 1800,
+  backoffFactor: 2,
+};
 
 /** Attempts that ended in a user-code failure (they count against maxAttempts). */
-const userFailures = (attempts: readonly Attempt[]) => attempts.filter((a) => a.phase === AttemptPhase.Failed && a.reason !== Reason.SubmitFailed).length;
+const userFailures = (attempts: readonly Attempt[]) =>
+  attempts.filter((a) => a.phase === AttemptPhase.Failed && a.reason !== Reason.SubmitFailed).length;
 const infraFailures = (attempts: readonly Attempt[]) =>
-  attempts.filter((a) => a.phase === AttemptPhase.Preempted || a.phase === AttemptPhase.Lost || a.reason === Reason.SubmitFailed).length;
+  attempts.filter(
+    (a) =>
+      a.phase === AttemptPhase.Preempted || a.phase === AttemptPhase.Lost || a.reason === Reason.SubmitFailed,
+  ).length;
 
 export function planRun(
-  input: { name: string; desired?: DesiredRun; invalid?: InvalidRun; current?: RunStatusDoc; observed?: ObservedJob },
+  input: {
+    name: string;
+    desired?: DesiredRun;
+    invalid?: InvalidRun;
+    current?: RunStatusDoc;
+    observed?: ObservedJob;
+  },
   ctx: PlanContext,
 ): RunPlan {
   const { name, desired, invalid, current, observed } = input;
@@ -111,7 +151,12 @@ export function planRun(
     const st = doc.status;
     st.conditions = setCondition(
       st.conditions,
-      { type: ConditionType.Valid, status: 'False', reason: Reason.SpecInvalid, message: `${invalid.file}:${invalid.line}: ${invalid.message}` },
+      {
+        type: ConditionType.Valid,
+        status: 'False',
+        reason: Reason.SpecInvalid,
+        message: `${invalid.file}:${invalid.line}:${invalid.column}: ${invalid.message}`,
+      },
       now,
     );
     st.specFile = invalid.file;
@@ -141,7 +186,11 @@ export function planRun(
   if (desired.owner) st.owner = desired.owner;
   if (desired.labels) doc.metadata.labels = desired.labels;
   else delete doc.metadata.labels;
-  st.conditions = setCondition(st.conditions, { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' }, now);
+  st.conditions = setCondition(
+    st.conditions,
+    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
+    now,
+  );
   if (st.reason === Reason.SpecInvalid && !st.attempts.length) {
     delete st.reason;
     delete st.message;
@@ -151,19 +200,35 @@ export function planRun(
   if (st.observedGeneration !== desired.generation) {
     const applied = doc.appliedSpec;
     const ops = applied ? jsonpatch.compare(applied, desired.spec) : [];
-    const immutable = ops.filter((op) => IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)));
+    const immutable = ops.filter((op) =>
+      IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)),
+    );
     const started = st.attempts.length > 0;
     const restart = desired.spec.policy?.onSpecChange === 'Restart';
     if (!applied || immutable.length === 0 || !started || restart) {
       if (applied && immutable.length > 0 && started) {
-        events.push(`spec changed (${immutable.map((o) => o.path).join(', ')}): restarting from the last checkpoint`);
+        events.push(
+          `spec changed (${immutable.map((o) => o.path).join(', ')}): restarting from the last checkpoint`,
+        );
         const live = st.attempts.at(-1);
+        setPhase(
+          doc,
+          Phase.Scheduling,
+          Reason.RestartOnSpecChange,
+          'the spec changed; a new attempt starts from the last checkpoint',
+          now,
+        );
+        delete st.codeCommit;
         if (isLive(live)) {
           actions.push(cancelAction(name, live));
-          Object.assign(live, { phase: AttemptPhase.Cancelled, reason: Reason.RestartOnSpecChange, finishedAt: now });
+          Object.assign(live, {
+            phase: AttemptPhase.Cancelled,
+            reason: Reason.RestartOnSpecChange,
+            finishedAt: now,
+          });
+          // Give the cancelled attempt its grace period to write a last checkpoint first.
+          st.nextAttemptAfter = new Date(ctx.now + RESTART_GRACE_MS).toISOString();
         }
-        setPhase(doc, Phase.Scheduling, Reason.RestartOnSpecChange, 'the spec changed; a new attempt starts from the last checkpoint', now);
-        delete st.codeCommit;
       } else if (applied && ops.length > 0) {
         events.push(`spec updated (${ops.map((o) => o.path).join(', ')})`);
       }
@@ -174,7 +239,8 @@ export function planRun(
     } else {
       // Apply what can be applied; refuse the rest, naming the fields.
       const mutableOps = ops.filter((op) => !immutable.includes(op));
-      if (mutableOps.length > 0) doc.appliedSpec = jsonpatch.applyPatch(clone(applied)!, mutableOps, false, false).newDocument;
+      if (mutableOps.length > 0)
+        doc.appliedSpec = jsonpatch.applyPatch(clone(applied)!, mutableOps, false, false).newDocument;
       const fields = [...new Set(immutable.map((o) => o.path))].join(', ');
       const before = st.conditions;
       st.conditions = setCondition(
@@ -203,8 +269,14 @@ export function planRun(
       actions.push(cancelAction(name, last));
       Object.assign(last, { phase: AttemptPhase.Cancelled, reason: Reason.Suspended, finishedAt: now });
     }
-    if (st.phase !== Phase.Succeeded && st.phase !== Phase.Failed) setPhase(doc, Phase.Cancelled, Reason.Suspended, 'spec.suspend is true', now);
-    return finish(current, doc, [`run/${name}: ${st.phase}${st.reason === Reason.Suspended ? ' (suspended)' : ''}`, ...events], actions);
+    if (st.phase !== Phase.Succeeded && st.phase !== Phase.Failed)
+      setPhase(doc, Phase.Cancelled, Reason.Suspended, 'spec.suspend is true', now);
+    return finish(
+      current,
+      doc,
+      [`run/${name}: ${st.phase}${st.reason === Reason.Suspended ? ' (suspended)' : ''}`, ...events],
+      actions,
+    );
   }
   if (st.phase === Phase.Cancelled && (st.reason === Reason.Suspended || st.reason === Reason.SpecDeleted)) {
     setPhase(doc, Phase.Scheduling, 'Resumed', 'resumed: a new attempt starts from the last checkpoint', now);
@@ -212,7 +284,8 @@ export function planRun(
 
   // 3. What the backend says about the live attempt.
   last = st.attempts.at(-1);
-  if (isLive(last) && observed && observed.jobName === last.jobName) applyObservation(doc, last, observed, spec, ctx.now);
+  if (isLive(last) && observed && observed.jobName === last.jobName)
+    applyObservation(doc, last, observed, spec, ctx.now);
 
   // 4. Schedule a new attempt when there is none and one is due.
   last = st.attempts.at(-1);
@@ -226,11 +299,25 @@ export function planRun(
       const codeCommit = st.codeCommit ?? (codeRef ? ctx.codeRefs.get(codeRef) : ctx.specCommit);
       const choice = chooseBackend(spec, ctx.backends);
       if (!codeCommit) {
-        setPhase(doc, Phase.Pending, 'CodeRefNotFound', `code.ref "${codeRef}" does not name a branch, tag or commit of the repository`, now);
-        st.conditions = setCondition(st.conditions, { type: ConditionType.Scheduled, status: 'False', reason: 'CodeRefNotFound', message: st.message! }, now);
+        setPhase(
+          doc,
+          Phase.Pending,
+          'CodeRefNotFound',
+          `code.ref "${codeRef}" does not name a branch, tag or commit of the repository`,
+          now,
+        );
+        st.conditions = setCondition(
+          st.conditions,
+          { type: ConditionType.Scheduled, status: 'False', reason: 'CodeRefNotFound', message: st.message! },
+          now,
+        );
       } else if (!choice.backend) {
         setPhase(doc, Phase.Pending, Reason.NoBackend, choice.why, now);
-        st.conditions = setCondition(st.conditions, { type: ConditionType.Scheduled, status: 'False', reason: Reason.NoBackend, message: choice.why }, now);
+        st.conditions = setCondition(
+          st.conditions,
+          { type: ConditionType.Scheduled, status: 'False', reason: Reason.NoBackend, message: choice.why },
+          now,
+        );
         requeueAfterMs = 30_000;
       } else {
         st.codeCommit = codeCommit;
@@ -243,20 +330,52 @@ export function planRun(
           submittedAt: now,
           specCommit: st.specCommit ?? ctx.specCommit,
           codeCommit,
+          ...(ctx.controllerId ? { controller: ctx.controllerId } : {}),
         };
         st.attempts.push(attempt);
         delete st.nextAttemptAfter;
         setPhase(doc, Phase.Scheduling, 'Submitting', `submitting attempt ${n} to ${choice.backend}`, now);
-        st.conditions = setCondition(st.conditions, { type: ConditionType.Scheduled, status: 'True', reason: 'BackendChosen', message: choice.why }, now);
-        actions.push({ type: 'submit', run: name, attempt: n, backend: choice.backend, jobName: attempt.jobName });
+        st.conditions = setCondition(
+          st.conditions,
+          { type: ConditionType.Scheduled, status: 'True', reason: 'BackendChosen', message: choice.why },
+          now,
+        );
+        actions.push({
+          type: 'submit',
+          run: name,
+          attempt: n,
+          backend: choice.backend,
+          jobName: attempt.jobName,
+        });
       }
     }
   } else if (last && last.phase === AttemptPhase.Submitting && !last.jobId) {
-    // A write-ahead record without a job id: the submission may or may not have happened.
-    actions.push({ type: 'submit', run: name, attempt: last.n, backend: last.backend, jobName: last.jobName });
+    // A write-ahead record without a job id: the submission may or may not have happened. Its
+    // writer finishes it (finding the job by name first); another controller waits, and takes
+    // over only once the record is old enough that its writer must be gone.
+    const age = ctx.now - Date.parse(last.submittedAt ?? now);
+    if (
+      last.controller &&
+      ctx.controllerId &&
+      last.controller !== ctx.controllerId &&
+      age < SUBMIT_TAKEOVER_MS
+    ) {
+      requeueAfterMs = SUBMIT_TAKEOVER_MS - age;
+    } else {
+      actions.push({
+        type: 'submit',
+        run: name,
+        attempt: last.n,
+        backend: last.backend,
+        jobName: last.jobName,
+      });
+    }
   }
 
-  return { ...finish(current, doc, [summaryOf(doc), ...events], actions), ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}) };
+  return {
+    ...finish(current, doc, [summaryOf(doc), ...events], actions),
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  };
 }
 
 function applyObservation(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: RunSpec, nowMs: number): void {
@@ -280,60 +399,117 @@ function applyObservation(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: R
     case JobState.Running:
       a.phase = AttemptPhase.Running;
       setPhase(doc, Phase.Running, 'Running', `attempt ${a.n} running on ${a.backend}`, now);
-      st.conditions = setCondition(st.conditions, { type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' }, now);
+      st.conditions = setCondition(
+        st.conditions,
+        { type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' },
+        now,
+      );
       break;
     case JobState.Succeeded:
       end(AttemptPhase.Succeeded);
       setPhase(doc, Phase.Succeeded, Reason.Completed, `attempt ${a.n} on ${a.backend} exited 0`, now);
-      st.conditions = setCondition(st.conditions, { type: ConditionType.Ready, status: 'False', reason: Reason.Completed, message: '' }, now);
+      st.conditions = setCondition(
+        st.conditions,
+        { type: ConditionType.Ready, status: 'False', reason: Reason.Completed, message: '' },
+        now,
+      );
       break;
     case JobState.Failed: {
       end(AttemptPhase.Failed);
       const failures = userFailures(st.attempts);
       const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
-      st.conditions = setCondition(st.conditions, { type: ConditionType.Ready, status: 'False', reason: Reason.Error, message: '' }, now);
+      st.conditions = setCondition(
+        st.conditions,
+        { type: ConditionType.Ready, status: 'False', reason: Reason.Error, message: '' },
+        now,
+      );
       if (failures >= max) {
-        setPhase(doc, Phase.Failed, Reason.AttemptsExhausted, `attempt ${a.n} exited ${a.exitCode ?? '?'}; ${failures} of ${max} attempts failed`, now);
+        setPhase(
+          doc,
+          Phase.Failed,
+          Reason.AttemptsExhausted,
+          `attempt ${a.n} exited ${a.exitCode ?? '?'}; ${failures} of ${max} attempts failed`,
+          now,
+        );
       } else {
         const b = spec.policy?.backoff ?? {};
         const delaySec = Math.min(
-          (b.initialSec ?? DEFAULTS.backoffInitialSec) * Math.pow(b.factor ?? DEFAULTS.backoffFactor, failures - 1),
+          (b.initialSec ?? DEFAULTS.backoffInitialSec) *
+            Math.pow(b.factor ?? DEFAULTS.backoffFactor, failures - 1),
           b.maxSec ?? DEFAULTS.backoffMaxSec,
         );
         st.nextAttemptAfter = new Date(nowMs + delaySec * 1000).toISOString();
-        setPhase(doc, Phase.Scheduling, Reason.BackoffWaiting, `attempt ${a.n} exited ${a.exitCode ?? '?'}; retrying in ${delaySec}s (${failures} of ${max})`, now);
+        setPhase(
+          doc,
+          Phase.Scheduling,
+          Reason.BackoffWaiting,
+          `attempt ${a.n} exited ${a.exitCode ?? '?'}; retrying in ${delaySec}s (${failures} of ${max})`,
+          now,
+        );
       }
       break;
     }
     case JobState.Cancelled:
       end(AttemptPhase.Cancelled);
-      setPhase(doc, Phase.Cancelled, 'CancelledOnBackend', `attempt ${a.n} was cancelled on ${a.backend}, not by the controller`, now);
+      setPhase(
+        doc,
+        Phase.Cancelled,
+        'CancelledOnBackend',
+        `attempt ${a.n} was cancelled on ${a.backend}, not by the controller`,
+        now,
+      );
       break;
     case JobState.Preempted:
     case JobState.Lost: {
       end(o.state === JobState.Preempted ? AttemptPhase.Preempted : AttemptPhase.Lost);
       const max = spec.policy?.maxInfraAttempts ?? DEFAULTS.maxInfraAttempts;
       if (infraFailures(st.attempts) >= max) {
-        setPhase(doc, Phase.Failed, Reason.AttemptsExhausted, `${max} attempts ended by preemption or infrastructure failure`, now);
+        setPhase(
+          doc,
+          Phase.Failed,
+          Reason.AttemptsExhausted,
+          `${max} attempts ended by preemption or infrastructure failure`,
+          now,
+        );
       } else {
-        setPhase(doc, Phase.Scheduling, o.state === JobState.Preempted ? Reason.Preempted : Reason.Lost, `attempt ${a.n} on ${a.backend} ended: ${o.reason ?? o.state}; starting a new attempt`, now);
+        setPhase(
+          doc,
+          Phase.Scheduling,
+          o.state === JobState.Preempted ? Reason.Preempted : Reason.Lost,
+          `attempt ${a.n} on ${a.backend} ended: ${o.reason ?? o.state}; starting a new attempt`,
+          now,
+        );
       }
       break;
     }
     case JobState.Unknown:
-      st.conditions = setCondition(st.conditions, { type: ConditionType.Stale, status: 'True', reason: o.reason ?? 'Unobservable', message: o.message ?? '' }, now);
+      st.conditions = setCondition(
+        st.conditions,
+        {
+          type: ConditionType.Stale,
+          status: 'True',
+          reason: o.reason ?? 'Unobservable',
+          message: o.message ?? '',
+        },
+        now,
+      );
       return;
   }
   st.conditions = removeCondition(st.conditions, ConditionType.Stale);
 }
 
 /** First fit over the selector order, then priority. The full solver replaces this (issue 6). */
-export function chooseBackend(spec: RunSpec, backends: readonly BackendInfo[]): { backend?: string; why: string } {
+export function chooseBackend(
+  spec: RunSpec,
+  backends: readonly BackendInfo[],
+): { backend?: string; why: string } {
   const sel = spec.backendSelector ?? {};
   const byName = new Map(backends.map((b) => [b.name, b]));
   const ordered = sel.order?.length
     ? sel.order.map((n) => byName.get(n)).filter((b): b is BackendInfo => b !== undefined)
-    : [...backends].sort((a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1));
+    : [...backends].sort(
+        (a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1),
+      );
   const reasons: string[] = [];
   for (const b of ordered) {
     if (sel.allowed?.length && !sel.allowed.includes(b.name)) continue;
@@ -354,7 +530,14 @@ export function chooseBackend(spec: RunSpec, backends: readonly BackendInfo[]): 
 }
 
 function cancelAction(run: string, a: Attempt): RunAction {
-  return { type: 'cancel', run, attempt: a.n, backend: a.backend, jobName: a.jobName, ...(a.jobId ? { jobId: a.jobId } : {}) };
+  return {
+    type: 'cancel',
+    run,
+    attempt: a.n,
+    backend: a.backend,
+    jobName: a.jobName,
+    ...(a.jobId ? { jobId: a.jobId } : {}),
+  };
 }
 
 function setPhase(doc: RunStatusDoc, phase: Phase, reason: string, message: string, _now: string): void {
@@ -368,7 +551,12 @@ function newDoc(name: string, ctx: PlanContext): RunStatusDoc {
     apiVersion: 'adventuretime.dev/v1alpha1',
     kind: 'RunStatus',
     metadata: { name },
-    status: { phase: Phase.Pending, createdAt: new Date(ctx.now).toISOString(), conditions: [], attempts: [] },
+    status: {
+      phase: Phase.Pending,
+      createdAt: new Date(ctx.now).toISOString(),
+      conditions: [],
+      attempts: [],
+    },
   };
 }
 
@@ -383,7 +571,12 @@ export function summaryOf(doc: RunStatusDoc): string {
   return `run/${name}: ${doc.status.phase} (attempt ${a.n} on ${a.backend}${job}${exit})`;
 }
 
-function finish(current: RunStatusDoc | undefined, doc: RunStatusDoc, lines: string[], actions: RunAction[]): RunPlan {
+function finish(
+  current: RunStatusDoc | undefined,
+  doc: RunStatusDoc,
+  lines: string[],
+  actions: RunAction[],
+): RunPlan {
   if (current && canonicalJson(current) === canonicalJson(doc)) return { doc: current, actions };
   const [head, ...rest] = lines.filter(Boolean);
   return { doc, summary: rest.length ? `${head}; ${rest.join('; ')}` : head, actions };

@@ -26,7 +26,8 @@ const dec = new TextDecoder();
 export const statusPath = (kind: StatusKind, name: string): string => `${STATUS_DIRS[kind]}/${name}.yaml`;
 
 /** Serialises a status document the same way every time (stable diffs in `git log -p`). */
-export const serializeStatus = (doc: StatusDoc): string => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
+export const serializeStatus = (doc: StatusDoc): string =>
+  stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
 
 export class StatusStore {
   private readonly docs = new Map<string, Entry>();
@@ -58,7 +59,8 @@ export class StatusStore {
     for (const dir of Object.values(STATUS_DIRS)) {
       const sub = root.find((e) => e.path === dir && e.type === 'tree');
       if (!sub) continue;
-      for (const e of await this.readTree(sub.oid)) if (e.type === 'blob') files.push({ path: `${dir}/${e.path}`, oid: e.oid });
+      for (const e of await this.readTree(sub.oid))
+        if (e.type === 'blob') files.push({ path: `${dir}/${e.path}`, oid: e.oid });
     }
     const blobs = await this.git.readBlobs(files.map((f) => f.oid));
     files.forEach((f, i) => {
@@ -82,7 +84,8 @@ export class StatusStore {
   names(kind: StatusKind): string[] {
     const prefix = STATUS_DIRS[kind] + '/';
     const set = new Set<string>();
-    for (const p of this.docs.keys()) if (p.startsWith(prefix)) set.add(p.slice(prefix.length, -'.yaml'.length));
+    for (const p of this.docs.keys())
+      if (p.startsWith(prefix)) set.add(p.slice(prefix.length, -'.yaml'.length));
     for (const [p, s] of this.staged) {
       if (!p.startsWith(prefix)) continue;
       const name = p.slice(prefix.length, -'.yaml'.length);
@@ -96,7 +99,12 @@ export class StatusStore {
    * Stages a new status document (null deletes the file). A document equal to the current one is
    * not staged: an unchanged object never produces a commit.
    */
-  stage(kind: StatusKind, name: string, doc: StatusDoc | null, change: Omit<StagedChange, 'kind' | 'name'>): boolean {
+  stage(
+    kind: StatusKind,
+    name: string,
+    doc: StatusDoc | null,
+    change: Omit<StagedChange, 'kind' | 'name'>,
+  ): boolean {
     const path = statusPath(kind, name);
     const text = doc ? serializeStatus(doc) : null;
     const current = this.docs.get(path);
@@ -129,10 +137,14 @@ export class StatusStore {
    * compare-and-swap. Returns the new commit, or undefined when nothing was staged. Throws
    * `StatusConflict` when the ref moved under us.
    */
-  async commitBatch(opts: { specCommit?: string } = {}): Promise<{ oid: string; message: string; changes: StagedChange[] } | undefined> {
+  async commitBatch(
+    opts: { specCommit?: string } = {},
+  ): Promise<{ oid: string; message: string; changes: StagedChange[] } | undefined> {
     if (this.staged.size === 0) return undefined;
     const changes = [...this.staged.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
-    const rootEntries = this.headOid ? await this.readTree((await this.git.readCommit(this.headOid)).tree) : [];
+    const rootEntries = this.headOid
+      ? await this.readTree((await this.git.readCommit(this.headOid)).tree)
+      : [];
     const byDir = new Map<string, [string, Entry | null][]>();
     for (const [path, s] of changes) {
       const [dir, file] = [path.slice(0, path.indexOf('/')), path.slice(path.indexOf('/') + 1)];
@@ -144,7 +156,9 @@ export class StatusStore {
     for (const [dir, files] of byDir) {
       const old = rootEntries.find((e) => e.path === dir && e.type === 'tree');
       const entries = new Map((old ? await this.readTree(old.oid) : []).map((e) => [e.path, e]));
-      const blobOids = await Promise.all(files.map(([, entry]) => (entry ? this.git.writeBlob(enc.encode(entry.text)) : undefined)));
+      const blobOids = await Promise.all(
+        files.map(([, entry]) => (entry ? this.git.writeBlob(enc.encode(entry.text)) : undefined)),
+      );
       files.forEach(([file, entry], i) => {
         if (entry) entries.set(file, { mode: '100644', path: file, oid: blobOids[i]!, type: 'blob' });
         else entries.delete(file);
@@ -194,7 +208,9 @@ export class StatusStore {
 export class StatusConflict extends Error {
   readonly code = 'StatusConflict';
   constructor(ref: string) {
-    super(`${ref} moved while the controller was writing it: another controller is writing the same status branch`);
+    super(
+      `${ref} moved while the controller was writing it: another controller is writing the same status branch`,
+    );
   }
 }
 
@@ -214,12 +230,20 @@ function mergeTrailers(a: [string, string][], b: [string, string][]): [string, s
 export function commitMessage(changes: readonly StagedChange[], specCommit?: string): string {
   const trailers: [string, string][] = [];
   if (specCommit) trailers.push(['Spec-Commit', specCommit]);
-  for (const c of changes) for (const t of c.trailers) if (!trailers.some(([k, v]) => k === t[0] && v === t[1])) trailers.push(t);
+  for (const c of changes)
+    for (const t of c.trailers) if (!trailers.some(([k, v]) => k === t[0] && v === t[1])) trailers.push(t);
   const trailerText = trailers.map(([k, v]) => `${k}: ${v}`).join('\n');
   if (changes.length === 1) return `${changes[0]!.summary}\n\n${trailerText}\n`;
-  const counts = new Map<string, number>();
-  for (const c of changes) counts.set(c.kind, (counts.get(c.kind) ?? 0) + 1);
-  const what = [...counts].map(([k, n]) => `${n} ${k.toLowerCase()}${n === 1 ? '' : 's'}`).join(', ');
+  // One run among backend updates: the run's line is the subject, so `git log --oneline` says it.
+  const runs = changes.filter((c) => c.kind === 'Run');
+  let subject: string;
+  if (runs.length === 1) {
+    subject = `${runs[0]!.summary} (+${changes.length - 1} more)`;
+  } else {
+    const counts = new Map<string, number>();
+    for (const c of changes) counts.set(c.kind, (counts.get(c.kind) ?? 0) + 1);
+    subject = `status: ${[...counts].map(([k, n]) => `${n} ${k.toLowerCase()}${n === 1 ? '' : 's'}`).join(', ')} changed`;
+  }
   const body = changes.map((c) => `- ${c.summary}`).join('\n');
-  return `status: ${what} changed\n\n${body}\n\n${trailerText}\n`;
+  return `${subject}\n\n${body}\n\n${trailerText}\n`;
 }

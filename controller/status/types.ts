@@ -82,6 +82,8 @@ export interface Attempt {
   specCommit: string;
   /** Code commit shipped to the backend. */
   codeCommit?: string;
+  /** Id of the controller that wrote the write-ahead record (only it completes the submission). */
+  controller?: string;
 }
 
 export interface RunStatus {
@@ -134,12 +136,25 @@ export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends' } as 
 export type StatusKind = keyof typeof STATUS_DIRS;
 
 /** Sets or replaces a condition, keeping lastTransitionTime when the status did not change. */
-export function setCondition(list: Condition[], c: Omit<Condition, 'lastTransitionTime'>, now: string): Condition[] {
+export function setCondition(
+  list: Condition[],
+  c: Omit<Condition, 'lastTransitionTime'>,
+  now: string,
+): Condition[] {
   const prev = list.find((x) => x.type === c.type);
-  if (prev && prev.status === c.status && prev.reason === c.reason && prev.message === c.message && prev.observedGeneration === c.observedGeneration) {
+  if (
+    prev &&
+    prev.status === c.status &&
+    prev.reason === c.reason &&
+    prev.message === c.message &&
+    prev.observedGeneration === c.observedGeneration
+  ) {
     return list;
   }
-  const next: Condition = { ...c, lastTransitionTime: prev && prev.status === c.status ? prev.lastTransitionTime : now };
+  const next: Condition = {
+    ...c,
+    lastTransitionTime: prev && prev.status === c.status ? prev.lastTransitionTime : now,
+  };
   if (next.observedGeneration === undefined) delete next.observedGeneration;
   return [...list.filter((x) => x.type !== c.type), next];
 }

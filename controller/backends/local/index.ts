@@ -13,9 +13,25 @@ import { join } from 'node:path';
 import { advCommand } from '../../internal/self.js';
 import { runGit } from '../../git/native.js';
 import { isSameProcessAlive } from '../../../runtime/proc.js';
-import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, ExitReason, readJson, type ExecRecord, type ExitRecord } from '../../../runtime/records.js';
+import {
+  CANCEL_FILE,
+  EXEC_FILE,
+  EXIT_FILE,
+  ExitReason,
+  readJson,
+  type ExecRecord,
+  type ExitRecord,
+} from '../../../runtime/records.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { JobState, type Backend, type BackendContext, type BackendFactory, type JobHandle, type JobRequest, type ObservedJob } from '../types.js';
+import {
+  JobState,
+  type Backend,
+  type BackendContext,
+  type BackendFactory,
+  type JobHandle,
+  type JobRequest,
+  type ObservedJob,
+} from '../types.js';
 
 /** A job dir without exec.json this long after submission never started. */
 const START_TIMEOUT_MS = 60_000;
@@ -50,13 +66,27 @@ export class LocalBackend implements Backend {
     const work = join(dir, 'work');
     await mkdir(work, { recursive: true });
     await exportTree(this.ctx.gitdir, job.code.commit, job.code.path, work);
-    await writeFile(join(dir, 'request.json'), JSON.stringify({ ...job, env: Object.keys(job.env) }, null, 2));
+    await writeFile(
+      join(dir, 'request.json'),
+      JSON.stringify({ ...job, env: Object.keys(job.env) }, null, 2),
+    );
     const out = openSync(join(dir, 'output.log'), 'a');
     const [node, ...prefix] = advCommand();
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
     const child = spawn(
       node!,
-      [...prefix, 'exec', '--run', job.run, '--attempt', String(job.attempt), '--job-dir', dir, '--', ...job.argv],
+      [
+        ...prefix,
+        'exec',
+        '--run',
+        job.run,
+        '--attempt',
+        String(job.attempt),
+        '--job-dir',
+        dir,
+        '--',
+        ...job.argv,
+      ],
       { cwd, detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...job.env } },
     );
     closeSync(out);
@@ -83,7 +113,8 @@ export class LocalBackend implements Backend {
   private observe(h: JobHandle): ObservedJob {
     const dir = this.dir(h.jobName);
     const base = { jobName: h.jobName, jobId: h.jobId };
-    if (!existsSync(dir)) return { ...base, state: JobState.Lost, reason: 'JobDirMissing', message: `${dir} is gone` };
+    if (!existsSync(dir))
+      return { ...base, state: JobState.Lost, reason: 'JobDirMissing', message: `${dir} is gone` };
     const exit = readJson<ExitRecord>(dir, EXIT_FILE);
     const exec = readJson<ExecRecord>(dir, EXEC_FILE);
     if (exit) {
@@ -106,11 +137,24 @@ export class LocalBackend implements Backend {
       };
     }
     if (exec) {
-      if (isSameProcessAlive(exec.pid, exec.startTicks)) return { ...base, state: JobState.Running, startedAt: exec.startedAt };
-      return { ...base, state: JobState.Lost, reason: 'ProcessVanished', message: `adv exec (pid ${exec.pid}) ended without an exit record`, startedAt: exec.startedAt };
+      if (isSameProcessAlive(exec.pid, exec.startTicks))
+        return { ...base, state: JobState.Running, startedAt: exec.startedAt };
+      return {
+        ...base,
+        state: JobState.Lost,
+        reason: 'ProcessVanished',
+        message: `adv exec (pid ${exec.pid}) ended without an exit record`,
+        startedAt: exec.startedAt,
+      };
     }
     const age = this.ctx.now() - statSync(dir).mtimeMs;
-    if (age > START_TIMEOUT_MS) return { ...base, state: JobState.Lost, reason: 'NeverStarted', message: `no exec record ${Math.round(age / 1000)}s after submission` };
+    if (age > START_TIMEOUT_MS)
+      return {
+        ...base,
+        state: JobState.Lost,
+        reason: 'NeverStarted',
+        message: `no exec record ${Math.round(age / 1000)}s after submission`,
+      };
     return { ...base, state: JobState.Pending };
   }
 
@@ -131,7 +175,8 @@ export class LocalBackend implements Backend {
     kill(exec.pid, 'SIGTERM');
     const timer = setTimeout(() => {
       if (isSameProcessAlive(exec.pid, exec.startTicks)) kill(exec.pid, 'SIGKILL');
-      if (exec.childPid && isSameProcessAlive(exec.childPid, exec.childStartTicks)) kill(exec.childPid, 'SIGKILL');
+      if (exec.childPid && isSameProcessAlive(exec.childPid, exec.childStartTicks))
+        kill(exec.childPid, 'SIGKILL');
     }, CANCEL_GRACE_MS);
     timer.unref();
   }
@@ -157,7 +202,12 @@ export class LocalBackend implements Backend {
 }
 
 /** Extracts `commit[:path]` of the repo at `gitdir` into `dest` with `git archive | tar`. */
-async function exportTree(gitdir: string, commit: string, path: string | undefined, dest: string): Promise<void> {
+async function exportTree(
+  gitdir: string,
+  commit: string,
+  path: string | undefined,
+  dest: string,
+): Promise<void> {
   const treeish = path ? `${commit}:${path}` : commit;
   const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
   if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);

@@ -1,0 +1,282 @@
+import { describe, expect, it } from 'vitest';
+import type { ObservedJob } from '../backends/types.js';
+import type { RunSpec } from '../spec/schema.js';
+import type { RunStatusDoc } from '../status/types.js';
+import { recordSubmitted } from './results.js';
+import {
+  generationOf,
+  planRun,
+  SUBMIT_TAKEOVER_MS,
+  type BackendInfo,
+  type DesiredRun,
+  type PlanContext,
+} from './run-plan.js';
+
+const T0 = Date.parse('2026-11-22T12:00:00Z');
+const backend = (name: string, extra: Partial<BackendInfo> = {}): BackendInfo => ({
+  name,
+  spec: { type: 'local' },
+  usable: true,
+  ...extra,
+});
+const ctx = (over: Partial<PlanContext> = {}): PlanContext => ({
+  now: T0,
+  specCommit: 'c'.repeat(40),
+  backends: [
+    backend('local'),
+    backend('big', { spec: { type: 'local', priority: 5, capabilities: { gpus: 8 } } }),
+  ],
+  codeRefs: new Map([['main', 'd'.repeat(40)]]),
+  controllerId: 'me',
+  ...over,
+});
+const desired = (spec: RunSpec, name = 'r'): DesiredRun => ({
+  name,
+  spec,
+  generation: generationOf(spec),
+  file: `runs/${name}.yaml`,
+});
+const base: RunSpec = { command: ['true'] };
+
+/** Plans a new run and returns the status after the submission was recorded with job id 42. */
+function running(spec: RunSpec = base): RunStatusDoc {
+  const p = planRun({ name: 'r', desired: desired(spec) }, ctx());
+  const submitted = recordSubmitted(p.doc!, 1, '42', false).doc;
+  return planRun({ name: 'r', desired: desired(spec), current: submitted, observed: obs('Running') }, ctx())
+    .doc!;
+}
+const obs = (state: ObservedJob['state'], extra: Partial<ObservedJob> = {}): ObservedJob => ({
+  jobName: 'adv-r-1',
+  jobId: '42',
+  state,
+  ...extra,
+});
+
+describe('planRun', () => {
+  it('submits a new run to the first backend of its order, write-ahead first', () => {
+    const p = planRun(
+      { name: 'r', desired: desired({ ...base, backendSelector: { order: ['local'] } }) },
+      ctx(),
+    );
+    expect(p.actions).toEqual([
+      { type: 'submit', run: 'r', attempt: 1, backend: 'local', jobName: 'adv-r-1' },
+    ]);
+    expect(p.doc!.status.phase).toBe('Scheduling');
+    expect(p.doc!.status.attempts[0]).toMatchObject({
+      n: 1,
+      phase: 'Submitting',
+      backend: 'local',
+      controller: 'me',
+      codeCommit: 'c'.repeat(40),
+    });
+    expect(p.summary).toBe('run/r: Submitting attempt 1 to local');
+  });
+
+  it.each([
+    ['priority decides without an order', base, 'big'],
+    [
+      'a backend without enough GPUs is skipped',
+      { ...base, resources: { gpus: 16 }, backendSelector: { order: ['big', 'local'] } },
+      'local',
+    ],
+    ['forbidden backends are skipped', { ...base, backendSelector: { forbidden: ['big'] } }, 'local'],
+    ['allowed restricts', { ...base, backendSelector: { allowed: ['local'] } }, 'local'],
+  ] as const)('%s', (_n, spec, expected) => {
+    expect(planRun({ name: 'r', desired: desired(spec as RunSpec) }, ctx()).actions[0]).toMatchObject({
+      backend: expected,
+    });
+  });
+
+  it('waits with a condition when no backend fits', () => {
+    const p = planRun(
+      { name: 'r', desired: desired({ ...base, backendSelector: { order: ['local'] } }) },
+      ctx({ backends: [backend('local', { usable: false, why: 'suspended' })] }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.doc!.status).toMatchObject({
+      phase: 'Pending',
+      reason: 'NoBackend',
+      message: 'local: suspended',
+    });
+    expect(p.requeueAfterMs).toBe(30_000);
+  });
+
+  it('pins code.ref to a commit, and says so when the ref does not exist', () => {
+    expect(
+      planRun({ name: 'r', desired: desired({ ...base, code: { ref: 'main' } }) }, ctx()).doc!.status
+        .codeCommit,
+    ).toBe('d'.repeat(40));
+    const p = planRun({ name: 'r', desired: desired({ ...base, code: { ref: 'nope' } }) }, ctx());
+    expect(p.doc!.status).toMatchObject({ phase: 'Pending', reason: 'CodeRefNotFound' });
+    expect(p.actions).toEqual([]);
+  });
+
+  it('does nothing, and writes nothing, when nothing changed', () => {
+    const cur = running();
+    const p = planRun({ name: 'r', desired: desired(base), current: cur, observed: obs('Running') }, ctx());
+    expect(p.doc).toBe(cur);
+    expect(p.summary).toBeUndefined();
+    expect(p.actions).toEqual([]);
+  });
+
+  it.each([
+    ['Succeeded', obs('Succeeded', { exitCode: 0 }), 'Succeeded', 'Completed', 0],
+    [
+      'Preempted starts a new attempt at once',
+      obs('Preempted', { reason: 'PREEMPTED' }),
+      'Scheduling',
+      'Submitting',
+      1,
+    ],
+    [
+      'Lost starts a new attempt at once',
+      obs('Lost', { reason: 'ProcessVanished' }),
+      'Scheduling',
+      'Submitting',
+      1,
+    ],
+    [
+      'a user failure waits for its backoff',
+      obs('Failed', { exitCode: 3 }),
+      'Scheduling',
+      'BackoffWaiting',
+      0,
+    ],
+    ['cancelled on the backend is final', obs('Cancelled'), 'Cancelled', 'CancelledOnBackend', 0],
+  ] as const)('observed %s', (_n, o, phase, reason, submits) => {
+    const p = planRun({ name: 'r', desired: desired(base), current: running(), observed: o }, ctx());
+    expect(p.doc!.status).toMatchObject({ phase, reason });
+    expect(p.actions.filter((a) => a.type === 'submit')).toHaveLength(submits);
+  });
+
+  it('retries a user failure after exponential backoff until maxAttempts', () => {
+    const spec: RunSpec = { ...base, policy: { maxAttempts: 2, backoff: { initialSec: 10, factor: 3 } } };
+    let doc = planRun(
+      { name: 'r', desired: desired(spec), current: running(spec), observed: obs('Failed', { exitCode: 1 }) },
+      ctx(),
+    ).doc!;
+    expect(doc.status.nextAttemptAfter).toBe(new Date(T0 + 10_000).toISOString());
+    expect(
+      planRun({ name: 'r', desired: desired(spec), current: doc }, ctx({ now: T0 + 5000 })).actions,
+    ).toEqual([]);
+    const retry = planRun({ name: 'r', desired: desired(spec), current: doc }, ctx({ now: T0 + 10_000 }));
+    expect(retry.actions[0]).toMatchObject({ type: 'submit', attempt: 2, jobName: 'adv-r-2' });
+    doc = structuredClone(retry.doc!);
+    Object.assign(doc.status.attempts[1]!, { jobId: '43', phase: 'Running' });
+    const final = planRun(
+      {
+        name: 'r',
+        desired: desired(spec),
+        current: doc,
+        observed: { jobName: 'adv-r-2', jobId: '43', state: 'Failed', exitCode: 1 },
+      },
+      ctx(),
+    );
+    expect(final.doc!.status).toMatchObject({ phase: 'Failed', reason: 'AttemptsExhausted' });
+    expect(final.actions).toEqual([]);
+  });
+
+  it('keeps a live attempt and marks Stale when the backend cannot be observed', () => {
+    const p = planRun(
+      {
+        name: 'r',
+        desired: desired(base),
+        current: running(),
+        observed: obs('Unknown', { reason: 'PollFailed', message: 'ssh: timeout' }),
+      },
+      ctx(),
+    );
+    expect(p.doc!.status.phase).toBe('Running');
+    expect(p.doc!.status.conditions.find((c) => c.type === 'Stale')).toMatchObject({
+      status: 'True',
+      reason: 'PollFailed',
+      message: 'ssh: timeout',
+    });
+  });
+
+  it('suspend cancels the live attempt; unsuspend starts a new one', () => {
+    const sus = planRun(
+      { name: 'r', desired: desired({ ...base, suspend: true }), current: running() },
+      ctx(),
+    );
+    expect(sus.actions).toEqual([
+      { type: 'cancel', run: 'r', attempt: 1, backend: 'big', jobName: 'adv-r-1', jobId: '42' },
+    ]);
+    expect(sus.doc!.status).toMatchObject({ phase: 'Cancelled', reason: 'Suspended' });
+    const back = planRun({ name: 'r', desired: desired(base), current: sus.doc! }, ctx());
+    expect(back.actions[0]).toMatchObject({ type: 'submit', attempt: 2 });
+  });
+
+  it('cancels when the spec is deleted and keeps the status', () => {
+    const p = planRun({ name: 'r', current: running() }, ctx());
+    expect(p.actions.map((a) => a.type)).toEqual(['cancel']);
+    expect(p.doc!.status).toMatchObject({ phase: 'Cancelled', reason: 'SpecDeleted' });
+    expect(planRun({ name: 'r', current: p.doc! }, ctx()).doc).toBe(p.doc);
+  });
+
+  it('refuses an immutable change to a started run, naming the fields, and applies the mutable part', () => {
+    const cur = running();
+    const changed: RunSpec = { command: ['false'], resources: { gpus: 1 }, policy: { maxAttempts: 9 } };
+    const p = planRun(
+      { name: 'r', desired: desired(changed), current: cur, observed: obs('Running') },
+      ctx(),
+    );
+    const c = p.doc!.status.conditions.find((x) => x.type === 'SpecChangeRejected')!;
+    expect(c.message).toBe(
+      'cannot change /command/0, /resources of a started run; revert the change, or set policy.onSpecChange: Restart to restart from the last checkpoint',
+    );
+    expect(p.doc!.appliedSpec).toEqual({ command: ['true'], policy: { maxAttempts: 9 } });
+    expect(p.actions).toEqual([]);
+  });
+
+  it('restarts on an immutable change when the run opted in, after a grace period', () => {
+    const spec: RunSpec = { ...base, policy: { onSpecChange: 'Restart' } };
+    const p = planRun(
+      { name: 'r', desired: desired({ ...spec, command: ['false'] }), current: running(spec) },
+      ctx(),
+    );
+    expect(p.actions.map((a) => a.type)).toEqual(['cancel']);
+    expect(p.doc!.status).toMatchObject({ phase: 'Scheduling', reason: 'RestartOnSpecChange' });
+    expect(p.requeueAfterMs).toBe(15_000);
+    const later = planRun(
+      { name: 'r', desired: desired({ ...spec, command: ['false'] }), current: p.doc! },
+      ctx({ now: T0 + 15_000 }),
+    );
+    expect(later.actions[0]).toMatchObject({ type: 'submit', attempt: 2 });
+  });
+
+  it('reports an invalid spec without touching a live attempt', () => {
+    const invalid = {
+      name: 'r',
+      file: 'runs/r.yaml',
+      line: 7,
+      column: 5,
+      message: 'spec.resources.gpus: expected a whole number',
+    };
+    const p = planRun({ name: 'r', invalid, current: running() }, ctx());
+    expect(p.actions).toEqual([]);
+    expect(p.doc!.status.phase).toBe('Running');
+    expect(p.doc!.status.conditions.find((c) => c.type === 'Valid')).toMatchObject({
+      status: 'False',
+      message: 'runs/r.yaml:7:5: spec.resources.gpus: expected a whole number',
+    });
+  });
+
+  it('completes its own write-ahead record, waits on another controller’s until it is stale', () => {
+    const p = planRun({ name: 'r', desired: desired(base) }, ctx());
+    const mine = planRun({ name: 'r', desired: desired(base), current: p.doc! }, ctx());
+    expect(mine.actions).toEqual([
+      { type: 'submit', run: 'r', attempt: 1, backend: 'big', jobName: 'adv-r-1' },
+    ]);
+    const theirs = planRun(
+      { name: 'r', desired: desired(base), current: p.doc! },
+      ctx({ controllerId: 'other' }),
+    );
+    expect(theirs.actions).toEqual([]);
+    const stale = planRun(
+      { name: 'r', desired: desired(base), current: p.doc! },
+      ctx({ controllerId: 'other', now: T0 + SUBMIT_TAKEOVER_MS }),
+    );
+    expect(stale.actions).toHaveLength(1);
+  });
+});

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { commitMessage } from './store.js';
+
+describe('commitMessage', () => {
+  it('one change: its summary as the subject, then trailers', () => {
+    expect(
+      commitMessage(
+        [
+          {
+            kind: 'Run',
+            name: 'foo',
+            summary: 'run/foo: Running (attempt 2 on slurm-a, job 81234)',
+            trailers: [
+              ['Run', 'foo'],
+              ['Attempt', '2'],
+            ],
+          },
+        ],
+        'abc',
+      ),
+    ).toBe('run/foo: Running (attempt 2 on slurm-a, job 81234)\n\nSpec-Commit: abc\nRun: foo\nAttempt: 2\n');
+  });
+
+  it('one run among backend updates: the run is the subject', () => {
+    const msg = commitMessage([
+      { kind: 'Backend', name: 'local', summary: 'backend/local: Ready', trailers: [['Backend', 'local']] },
+      { kind: 'Run', name: 'a', summary: 'run/a: Submitting attempt 1 to local', trailers: [['Run', 'a']] },
+    ]);
+    expect(msg.split('\n')[0]).toBe('run/a: Submitting attempt 1 to local (+1 more)');
+  });
+
+  it('several: a subject that counts them, a line each, every trailer once', () => {
+    const msg = commitMessage(
+      [
+        {
+          kind: 'Run',
+          name: 'a',
+          summary: 'run/a: Succeeded (attempt 1 on local, job 7, exit 0)',
+          trailers: [
+            ['Run', 'a'],
+            ['Attempt', '1'],
+          ],
+        },
+        {
+          kind: 'Run',
+          name: 'b',
+          summary: 'run/b: Submitting attempt 1 to local',
+          trailers: [
+            ['Run', 'b'],
+            ['Attempt', '1'],
+          ],
+        },
+        { kind: 'Backend', name: 'local', summary: 'backend/local: Ready', trailers: [['Backend', 'local']] },
+      ],
+      'abc',
+    );
+    expect(msg).toBe(
+      'status: 2 runs, 1 backend changed\n\n- run/a: Succeeded (attempt 1 on local, job 7, exit 0)\n- run/b: Submitting attempt 1 to local\n- backend/local: Ready\n\nSpec-Commit: abc\nRun: a\nAttempt: 1\nRun: b\nBackend: local\n',
+    );
+  });
+});

@@ -1,0 +1,387 @@
+/**
+ * The controller end to end, against real git: local repos and a real smart-HTTP server
+ * (`git http-backend`) on loopback, with the real local backend running real processes.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Controller } from '../controller/controller.js';
+import { git } from '../controller/git/native.js';
+import { serve, signBody } from '../controller/serve.js';
+import type { RunStatusDoc } from '../controller/status/types.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { waitFor } from './helpers/wait.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function dataDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'adv-data-'));
+  cleanups.push(() => rm(d, { recursive: true, force: true }));
+  return d;
+}
+
+async function workTree(files: Record<string, string>, remote?: string): Promise<WorkTree> {
+  const wt = await makeWorkTree(files, remote, remote ? 's3cret-token' : undefined);
+  cleanups.push(() => wt.cleanup());
+  return wt;
+}
+
+async function controller(opts: Parameters<typeof Controller.create>[0]): Promise<Controller> {
+  const c = await Controller.create({ pollIntervalMs: 100, fetchIntervalMs: 100, ...opts });
+  cleanups.push(() => c.stop());
+  return c;
+}
+
+/** Runs the loop in the background until the test ends. */
+function runInBackground(c: Controller): void {
+  const done = c.run();
+  cleanups.push(async () => {
+    await c.stop();
+    await done;
+  });
+}
+
+async function statusAt(gitdir: string, ref: string, name: string): Promise<RunStatusDoc | undefined> {
+  try {
+    return parse((await git(['show', `${ref}:runs/${name}.yaml`], { gitdir })).toString()) as RunStatusDoc;
+  } catch {
+    return undefined;
+  }
+}
+
+describe('local specs repo', () => {
+  it('takes a committed run to Succeeded and writes its history to the status branch', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/hello.yaml': runYaml('hello', ['sh', '-c', 'echo hi from $ADV_RUN']),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(c.runStatus('hello')?.status.phase).toBe('Succeeded');
+
+    // Readable with plain git in the repo itself.
+    const log = await wt.git('log', '--format=%s%n%b%x00', 'adventuretime/status');
+    const commits = log
+      .split('\0')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    expect(
+      commits.some(
+        (m) =>
+          m.startsWith('run/hello: Submitting attempt 1 to local') ||
+          m.includes('- run/hello: Submitting attempt 1 to local'),
+      ),
+    ).toBe(true);
+    expect(commits[0]).toMatch(/run\/hello: Succeeded \(attempt 1 on local, job \d+, exit 0\)/);
+    const head = commits[0]!;
+    expect(head).toMatch(/^Spec-Commit: [0-9a-f]{40}$/m);
+    expect(head).toMatch(/^Run: hello$/m);
+    expect(head).toMatch(/^Attempt: 1$/m);
+    const st = parse(await wt.git('show', 'adventuretime/status:runs/hello.yaml')) as RunStatusDoc;
+    expect(st.status.attempts[0]).toMatchObject({
+      n: 1,
+      backend: 'local',
+      jobName: 'adv-hello-1',
+      phase: 'Succeeded',
+      exitCode: 0,
+    });
+    // The watched branch is never written by the controller.
+    expect((await wt.git('log', '--format=%an', 'main')).split('\n')).toEqual(['Test User']);
+  });
+
+  it('marks an invalid spec Valid=False with file:line and runs the others', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/good.yaml': runYaml('good', ['true']),
+      'runs/bad.yaml': runYaml('bad', ['true'], '  resources:\n    gpus: eight\n'),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(c.runStatus('good')?.status.phase).toBe('Succeeded');
+    const bad = c.runStatus('bad')!;
+    expect(bad.status.attempts).toEqual([]);
+    const valid = bad.status.conditions.find((x) => x.type === 'Valid')!;
+    expect(valid.status).toBe('False');
+    expect(valid.message).toBe(
+      'runs/bad.yaml:10:11: spec.resources.gpus: expected a whole number, got string "eight" (fix: write a whole number)',
+    );
+  });
+
+  it('applies spec changes by their JSON Patch: rejects immutable ones, cancels on suspend and deletion', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/long.yaml': runYaml('long', ['sleep', '30']),
+      'runs/other.yaml': runYaml('other', ['sleep', '30']),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.init();
+    await waitFor('both running', async () => {
+      await c.pass();
+      return (
+        c.runStatus('long')?.status.phase === 'Running' && c.runStatus('other')?.status.phase === 'Running'
+      );
+    });
+    // An immutable change (the command) to a started run is refused, naming the field.
+    await wt.write('runs/long.yaml', runYaml('long', ['sleep', '31'], '  policy:\n    maxAttempts: 5\n'));
+    await wt.commit('change the command and a policy');
+    await c.pass();
+    const long = c.runStatus('long')!;
+    const rejected = long.status.conditions.find((x) => x.type === 'SpecChangeRejected')!;
+    expect(rejected.message).toContain('cannot change /command/1 of a started run');
+    expect(long.appliedSpec?.command).toEqual(['sleep', '30']);
+    expect(long.appliedSpec?.policy?.maxAttempts).toBe(5); // the mutable part was applied
+    expect(long.status.phase).toBe('Running');
+
+    // suspend: true cancels; deleting the spec cancels with SpecDeleted and keeps the status file.
+    await wt.write('runs/long.yaml', runYaml('long', ['sleep', '30'], '  suspend: true\n'));
+    await wt.remove('runs/other.yaml');
+    await wt.commit('suspend long, delete other');
+    await c.pass();
+    expect(c.runStatus('long')!.status).toMatchObject({ phase: 'Cancelled', reason: 'Suspended' });
+    expect(c.runStatus('other')!.status).toMatchObject({ phase: 'Cancelled', reason: 'SpecDeleted' });
+    const jobs = join(c.dataDir, 'local', 'local', 'jobs');
+    await waitFor('both processes gone', async () => {
+      const exits = await Promise.all(
+        ['adv-long-1', 'adv-other-1'].map((j) => existsSync(join(jobs, j, 'exit.json'))),
+      );
+      return exits.every(Boolean);
+    });
+    const exit = JSON.parse(readFileSync(join(jobs, 'adv-long-1', 'exit.json'), 'utf8')) as {
+      reason: string;
+    };
+    expect(exit.reason).toBe('Cancelled');
+  });
+
+  it('starts a run committed to a watched local repo without waiting for the fetch interval', async () => {
+    const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND });
+    const c = await controller({
+      repo: wt.dir,
+      dataDir: await dataDir(),
+      fetchIntervalMs: 600_000,
+      pollIntervalMs: 100,
+    });
+    const serving = await serve(c, { watch: true });
+    cleanups.push(() => serving.close());
+    runInBackground(c);
+    await waitFor('status branch', () => wt.git('rev-parse', 'adventuretime/status').catch(() => ''));
+    await wt.write('runs/watched.yaml', runYaml('watched', ['true']));
+    await wt.commit('add a run');
+    await waitFor(
+      'run submitted after the ref changed',
+      () => c.runStatus('watched')?.status.attempts.length,
+      10_000,
+    );
+  });
+});
+
+describe('crash safety (exactly-once submission)', () => {
+  it('after a crash between the write-ahead record and the submit, submits once; after a crash after the submit, adopts', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/a.yaml': runYaml('a', ['sh', '-c', 'echo started >> "$COUNT_DIR/a"']),
+    });
+    const counts = await dataDir();
+    process.env.COUNT_DIR = counts;
+    const dir = await dataDir();
+    // First controller: its backend never completes a submit (the process "dies" there).
+    const { localBackend } = await import('../controller/backends/local/index.js');
+    const hang = {
+      type: 'local' as const,
+      create: (spec: never, ctx: never) => ({
+        ...localBackend.create(spec, ctx),
+        name: 'local',
+        type: 'local' as const,
+        find: async () => undefined,
+        submit: () => new Promise<never>(() => undefined),
+      }),
+    };
+    const first = await Controller.create({ repo: wt.dir, dataDir: dir, backendFactories: [hang as never] });
+    await first.init();
+    void first.pass(); // hangs in submit, after the write-ahead commit
+    await waitFor(
+      'write-ahead record',
+      async () =>
+        (await statusAt(join(wt.dir, '.git'), 'adventuretime/status', 'a'))?.status.attempts[0]?.phase ===
+        'Submitting',
+    );
+    // A new controller (the restart) finds no job by that name and submits it, once.
+    const second = await controller({ repo: wt.dir, dataDir: dir });
+    await second.runUntilIdle({ timeoutMs: 60_000 });
+    expect(second.runStatus('a')?.status.phase).toBe('Succeeded');
+    expect(second.runStatus('a')?.status.attempts).toHaveLength(1);
+    expect(readFileSync(join(counts, 'a'), 'utf8')).toBe('started\n');
+  });
+});
+
+describe('remote specs repo over smart HTTP', () => {
+  let server: GitHttpServer;
+  beforeAll(async () => {
+    server = await startGitHttp({ token: 's3cret-token' });
+  });
+  afterAll(() => server.stop());
+
+  it('fetches with a token, pushes status, and never rejects a user who keeps pushing', async () => {
+    const bare = await server.createRepo('busy');
+    const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('busy'));
+    const c = await controller({ repo: server.url('busy'), dataDir: await dataDir(), token: 's3cret-token' });
+    runInBackground(c);
+    // The user pushes 200 commits (some add runs) while the controller writes status.
+    for (let i = 0; i < 200; i++) {
+      if (i % 40 === 0) await wt.write(`runs/r${i}.yaml`, runYaml(`r${i}`, ['true']));
+      await wt.write(`notes/${i}.md`, `note ${i}\n`);
+      await wt.commit(`user commit ${i}`);
+      await wt.push(); // throws if rejected
+    }
+    expect(Number(await git(['rev-list', '--count', 'main'], { gitdir: bare }).then(String))).toBe(201);
+    await waitFor(
+      'all five runs Succeeded on the remote status branch',
+      async () => {
+        const docs = await Promise.all(
+          [0, 40, 80, 120, 160].map((i) => statusAt(bare, 'adventuretime/status', `r${i}`)),
+        );
+        return docs.every((d) => d?.status.phase === 'Succeeded');
+      },
+      90_000,
+      200,
+    );
+    // Every status commit the controller made is on the remote, in one line of history.
+    const local = (await git(['rev-parse', 'refs/heads/adventuretime/status'], { gitdir: c.repo.git.gitdir }))
+      .toString()
+      .trim();
+    await waitFor(
+      'remote has the controller head',
+      async () =>
+        (await git(['rev-parse', 'adventuretime/status'], { gitdir: bare })).toString().trim() === local,
+    );
+    expect(Number((await git(['rev-list', '--count', 'main'], { gitdir: bare })).toString())).toBe(201);
+  });
+
+  it('keeps reconciling while the remote is down, queues status commits, and pushes them when it is back', async () => {
+    const bare = await server.createRepo('flaky');
+    await workTree(
+      { 'backends/local.yaml': LOCAL_BACKEND, 'runs/slow.yaml': runYaml('slow', ['sleep', '2']) },
+      server.url('flaky'),
+    );
+    const c = await controller({
+      repo: server.url('flaky'),
+      dataDir: await dataDir(),
+      token: 's3cret-token',
+    });
+    runInBackground(c);
+    await waitFor(
+      'running on the remote',
+      async () => (await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase === 'Running',
+      30_000,
+    );
+    server.down = true;
+    try {
+      await waitFor(
+        'finished while the remote is down, commit queued',
+        async () => c.runStatus('slow')?.status.phase === 'Succeeded' && (await c.repo.unpublished()),
+        30_000,
+      );
+      expect((await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase).toBe('Running');
+    } finally {
+      server.down = false;
+    }
+    await waitFor(
+      'pushed once the remote is back',
+      async () => (await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase === 'Succeeded',
+      30_000,
+    );
+  });
+
+  it('a second controller with a stale view has its push rejected and submits nothing', async () => {
+    await server.createRepo('split');
+    const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('split'));
+    const a = await controller({
+      repo: server.url('split'),
+      dataDir: await dataDir(),
+      token: 's3cret-token',
+    });
+    const b = await controller({
+      repo: server.url('split'),
+      dataDir: await dataDir(),
+      token: 's3cret-token',
+    });
+    await a.init();
+    await b.init();
+    await a.pass();
+    await b.pass(); // both agree so far
+    await wt.write('runs/once.yaml', runYaml('once', ['sleep', '1']));
+    await wt.commit('add once');
+    await wt.push();
+    a.requestFetch('test');
+    b.requestFetch('test');
+    await a.pass(); // A writes the write-ahead record, pushes, submits
+    expect(a.runStatus('once')?.status.attempts[0]?.jobId).toBeTruthy();
+    const stats = await b.pass(); // B, stale, would submit too: its push is rejected
+    expect(stats.published).toBe(false);
+    expect(existsSync(join(b.dataDir, 'local', 'local', 'jobs', 'adv-once-1'))).toBe(false);
+    // B took the remote's state: it now sees A's attempt.
+    expect(b.runStatus('once')?.status.attempts[0]?.jobId).toBe(
+      a.runStatus('once')?.status.attempts[0]?.jobId,
+    );
+  });
+
+  it('fetches at once on a signed webhook and refuses an unsigned one', async () => {
+    await server.createRepo('hooked');
+    const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('hooked'));
+    const c = await controller({
+      repo: server.url('hooked'),
+      dataDir: await dataDir(),
+      token: 's3cret-token',
+      fetchIntervalMs: 600_000,
+    });
+    const serving = await serve(c, { httpAddr: '127.0.0.1:0', webhookSecret: 'hook-secret', watch: false });
+    cleanups.push(() => serving.close());
+    runInBackground(c);
+    await waitFor('first pass done', () => c.repo.git.resolveRef(c.repo.statusRef));
+    await wt.write('runs/hooked.yaml', runYaml('hooked', ['true']));
+    await wt.commit('add hooked');
+    await wt.push();
+    const body = JSON.stringify({ ref: 'refs/heads/main' });
+    const bad = await fetch(`${serving.url}/hooks/git`, {
+      method: 'POST',
+      body,
+      headers: { 'x-hub-signature-256': signBody('wrong', body) },
+    });
+    expect(bad.status).toBe(401);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(c.runStatus('hooked')).toBeUndefined();
+    const good = await fetch(`${serving.url}/hooks/git`, {
+      method: 'POST',
+      body,
+      headers: { 'x-hub-signature-256': signBody('hook-secret', body) },
+    });
+    expect(good.status).toBe(202);
+    await waitFor('run seen after the webhook', () => c.runStatus('hooked')?.status.attempts.length, 10_000);
+  });
+
+  it('says clearly when the token is wrong', async () => {
+    await server.createRepo('locked');
+    const c = await controller({ repo: server.url('locked'), dataDir: await dataDir(), token: 'wrong' });
+    await expect(c.repo.refresh()).rejects.toThrow(
+      /git fetch from http:\/\/127\.0\.0\.1:\d+\/locked\.git failed: .*Authentication failed/,
+    );
+  });
+});
+
+describe('job dirs', () => {
+  it('leave no stray jobs behind in a data dir after a run', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/x.yaml': runYaml('x', ['true']),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(await readdir(join(c.dataDir, 'local', 'local', 'jobs'))).toEqual(['adv-x-1']);
+  });
+});

@@ -1,0 +1,73 @@
+/** Helpers to make specs repos in tests: a work tree with commits, pushed where asked. */
+import { mkdtemp, mkdir, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { git } from '../../controller/git/native.js';
+
+export const ID = ['-c', 'user.name=Test User', '-c', 'user.email=test@example.com'];
+
+export const runYaml = (name: string, command: string | string[], extra = '') =>
+  `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata:
+  name: ${name}
+spec:
+  command: ${JSON.stringify(command)}
+  backendSelector:
+    order: [local]
+${extra}`;
+
+export const LOCAL_BACKEND = `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata:
+  name: local
+spec:
+  type: local
+`;
+
+export interface WorkTree {
+  dir: string;
+  write(rel: string, content: string): Promise<void>;
+  remove(rel: string): Promise<void>;
+  commit(message: string): Promise<string>;
+  push(): Promise<void>;
+  git(...args: string[]): Promise<string>;
+  cleanup(): Promise<void>;
+}
+
+/** A fresh work tree on `main`; with `remote`, its origin. */
+export async function makeWorkTree(
+  files: Record<string, string>,
+  remote?: string,
+  token?: string,
+): Promise<WorkTree> {
+  const dir = await mkdtemp(join(tmpdir(), 'adv-specs-'));
+  const run = async (...args: string[]) => (await git([...ID, ...args], { cwd: dir })).toString().trim();
+  await run('init', '--quiet', '-b', 'main');
+  if (remote) await run('remote', 'add', 'origin', remote);
+  if (token) await run('config', 'http.extraHeader', `Authorization: Bearer ${token}`);
+  const wt: WorkTree = {
+    dir,
+    write: async (rel, content) => {
+      await mkdir(dirname(join(dir, rel)), { recursive: true });
+      await writeFile(join(dir, rel), content);
+    },
+    remove: async (rel) => {
+      await rm(join(dir, rel));
+    },
+    commit: async (message) => {
+      await run('add', '-A');
+      await run('commit', '--quiet', '--allow-empty', '-m', message);
+      return run('rev-parse', 'HEAD');
+    },
+    push: async () => {
+      await run('push', '--quiet', 'origin', 'main');
+    },
+    git: run,
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+  for (const [rel, content] of Object.entries(files)) await wt.write(rel, content);
+  await wt.commit('initial specs');
+  if (remote) await wt.push();
+  return wt;
+}
