@@ -9,10 +9,11 @@ export interface Sample {
 }
 
 /** Runs `script --mode M args…` in a fresh Node process (clean heap, own peak RSS) and parses its JSON line. */
-export function isolated(script: string, args: string[]): Sample {
+export function isolated(script: string, args: string[], nodeFlags: string[] = []): Sample {
   const out = execFileSync(
     process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args],
+    [...nodeFlags, '--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args],
+
     {
       encoding: 'utf8',
       maxBuffer: 64 * 1024 * 1024,

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 const BENCHES: Record<string, string> = {
   'load-specs': './load-specs.ts',
+  'controller-scale': './controller-scale.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -16,6 +16,7 @@ import { argvFor } from '../runtime/exec.js';
 import { BACKEND_FACTORIES } from './backends/registry.js';
 import type { Backend, BackendFactory, JobHandle, ObservedJob } from './backends/types.js';
 import { isAdvError } from './errors.js';
+import { readJsonCache, writeJsonCache } from './internal/json-cache.js';
 import { SpecsRepo, type SpecsRepoOptions } from './git/specs-repo.js';
 import { GitTreeSource, TreeListingCache } from './git/tree-source.js';
 import type { Identity } from './git/port.js';
@@ -32,10 +33,11 @@ import {
   type RunAction,
 } from './reconcile/run-plan.js';
 import { formatDiagnostic } from './spec/diagnostic.js';
-import { SpecLoader } from './spec/loader.js';
-import type { Backend as BackendObject, Run } from './spec/schema.js';
+import { SpecLoader, type CachedFileEntry } from './spec/loader.js';
+import { SCHEMAS, type Backend as BackendObject, type Run } from './spec/schema.js';
+import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
-import { TERMINAL_PHASES, type BackendStatusDoc, type RunStatusDoc } from './status/types.js';
+import { TERMINAL_PHASES, type BackendStatusDoc, type RunStatusDoc, type StatusDoc } from './status/types.js';
 
 export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   dataDir: string;
@@ -55,6 +57,8 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
 }
 
 export interface PassStats {
+  /** Milliseconds spent in each step of the pass. */
+  ms: { fetch: number; load: number; observe: number; plan: number; write: number; execute: number };
   planned: number;
   commits: number;
   actions: number;
@@ -78,6 +82,7 @@ export class Controller {
   private backendObjects = new Map<string, { obj: BackendObject; gen: string }>();
   private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
   private controllerId = '';
+  private statusCacheSavedAt = 0;
   private nextFetchAt = 0;
   private nextResyncAt = 0;
   private nextPollAt = 0;
@@ -138,20 +143,35 @@ export class Controller {
   /** Loads the status branch; call once before the first pass. */
   async init(): Promise<void> {
     this.controllerId = await loadControllerId(this.opts.dataDir);
+    await this.restoreSpecCache();
     try {
       await this.repo.refresh();
     } catch (e) {
       this.remoteReachable = false;
       this.logger.warn({ err: errText(e) }, 'specs repo unreachable at start; working from the data dir');
     }
-    await this.store.load();
+    await this.loadStatus();
+    await this.saveStatusCache();
     for (const name of this.store.names('Run')) this.queue.add(RUN(name));
   }
 
   /** One reconcile pass. */
   async pass(): Promise<PassStats> {
-    const stats: PassStats = { planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false };
+    const stats: PassStats = {
+      ms: { fetch: 0, load: 0, observe: 0, plan: 0, write: 0, execute: 0 },
+      planned: 0,
+      commits: 0,
+      actions: 0,
+      published: true,
+      loadedSpecs: false,
+    };
     const now = this.now();
+    let mark = performance.now();
+    const lap = (step: keyof PassStats['ms']) => {
+      const t = performance.now();
+      stats.ms[step] += t - mark;
+      mark = t;
+    };
 
     if (this.fetchRequested || now >= this.nextFetchAt) {
       this.fetchRequested = false;
@@ -166,18 +186,16 @@ export class Controller {
         this.remoteReachable = false;
       }
     }
+    lap('fetch');
     // Someone else moved the status branch (a fetch adopted the remote's, a second controller):
     // take it as the truth before planning on it.
     if ((await this.repo.git.resolveRef(this.store.ref)) !== this.store.head) {
       this.logger.warn('status branch changed outside this controller; reloading it');
-      await this.store.load();
+      await this.loadStatus();
       for (const n of this.store.names('Run')) this.queue.add(RUN(n));
     }
-    const head = await this.repo.specHead();
-    if (head && head !== this.specHead) {
-      await this.loadDesired(head);
-      stats.loadedSpecs = true;
-    }
+    stats.loadedSpecs = await this.syncDesired();
+    lap('load');
     if (!this.specHead) return stats;
     if (now >= this.nextResyncAt) {
       this.nextResyncAt = now + (this.opts.resyncIntervalMs ?? 60_000);
@@ -196,6 +214,7 @@ export class Controller {
       observed = await this.observe();
       for (const name of this.liveRuns()) this.queue.add(RUN(name));
     }
+    lap('observe');
 
     // Plan every due key.
     const ctx = await this.planContext();
@@ -231,11 +250,13 @@ export class Controller {
       if (plan.requeueAfterMs !== undefined) this.queue.addAfter(key, plan.requeueAfterMs);
     }
     this.stageBackendStatus();
+    lap('plan');
 
     // Write-ahead: the pass's status goes out as one commit before any backend is asked.
     stats.commits += await this.commit();
     const published = await this.publish();
     stats.published = published;
+    lap('write');
     const runnable = actions.filter((a) => a.type === 'cancel' || published);
     if (runnable.length < actions.length) {
       this.logger.warn(
@@ -245,8 +266,12 @@ export class Controller {
     }
     stats.actions = runnable.length;
     await Promise.all(runnable.map((a) => this.limit(() => this.execute(a))));
-    stats.commits += await this.commit();
-    if (stats.commits > 0) await this.publish();
+    lap('execute');
+    const more = await this.commit();
+    stats.commits += more;
+    if (more > 0) await this.publish();
+    lap('write');
+    this.logger.debug({ ...stats }, 'pass done');
     return stats;
   }
 
@@ -273,6 +298,8 @@ export class Controller {
         if (e instanceof StatusConflict) await this.recoverFromConflict();
       }
       if (this.stopped) break;
+      if (this.now() - this.statusCacheSavedAt > 5 * 60_000) await this.saveStatusCache();
+
       const next = Math.min(
         this.nextFetchAt,
         this.nextPollAt,
@@ -284,8 +311,10 @@ export class Controller {
   }
 
   async stop(): Promise<void> {
+    if (this.stopped) return;
     this.stopped = true;
     this.wake?.();
+    if (this.controllerId) await this.saveStatusCache();
     for (const b of this.backends.values()) await b.instance?.close?.();
     await this.repo.close();
   }
@@ -326,12 +355,67 @@ export class Controller {
       .filter((n) => isLiveAttempt(this.store.get<RunStatusDoc>('Run', n)!.status.attempts.at(-1)));
   }
 
+  /**
+   * The parse cache (blob id → validated objects) survives restarts in the data dir, so a restart
+   * parses only what changed while the controller was down. Keyed by the schemas and the version,
+   * so a new validator never trusts an old verdict.
+   */
+  private specCacheFile(): string {
+    return join(this.opts.dataDir, 'spec-cache.json');
+  }
+
+  private specCacheStamp(): string {
+    return generationOf({ version: VERSION, schemas: SCHEMAS });
+  }
+
+  private async restoreSpecCache(): Promise<void> {
+    const entries = await readJsonCache<CachedFileEntry[]>(this.specCacheFile(), this.specCacheStamp());
+    if (entries) this.loader.importCache(entries);
+  }
+
+  private async saveSpecCache(): Promise<void> {
+    await writeJsonCache(this.specCacheFile(), this.specCacheStamp(), this.loader.exportCache());
+  }
+
+  /** Status files parsed by blob id, kept across restarts like the spec cache. */
+  private statusCacheFile(): string {
+    return join(this.opts.dataDir, 'status-cache.json');
+  }
+
+  /** (Re)loads the status branch, parsing only status files not seen before. */
+  private async loadStatus(): Promise<void> {
+    const saved = await readJsonCache<[string, StatusDoc][]>(this.statusCacheFile(), this.specCacheStamp());
+    await this.store.load(new Map<string, StatusDoc>([...(saved ?? []), ...this.store.exportCache()]));
+  }
+
+  /** Saves the status cache (after loading, on stop, and now and then). */
+  async saveStatusCache(): Promise<void> {
+    this.statusCacheSavedAt = this.now();
+    await writeJsonCache(this.statusCacheFile(), this.specCacheStamp(), this.store.exportCache()).catch(
+      (e: unknown) => this.logger.warn({ err: errText(e) }, 'cannot save the status cache'),
+    );
+  }
+
+  /** Reads the desired state at the watched branch's head if it moved; true when it did. */
+  async syncDesired(): Promise<boolean> {
+    const head = await this.repo.specHead();
+    if (!head || head === this.specHead) return false;
+    await this.loadDesired(head);
+    return true;
+  }
+
   /** Reads the desired state at `head`; only blobs whose id changed are parsed. */
   private async loadDesired(head: string): Promise<void> {
     const commit = await this.repo.git.readCommit(head);
+    const parsedBefore = this.loader.parsedFiles;
     const result = await this.loader.sync(
       new GitTreeSource(this.repo.git, commit.tree, this.listings, this.opts.specsPath ?? ''),
     );
+    if (this.loader.parsedFiles !== parsedBefore) {
+      await this.saveSpecCache().catch((e: unknown) =>
+        this.logger.warn({ err: errText(e) }, 'cannot save the spec cache'),
+      );
+    }
     this.specHead = head;
     const runs = new Map<string, DesiredRun>();
     const invalid = new Map<string, InvalidRun>();
@@ -647,7 +731,7 @@ export class Controller {
     } catch (e) {
       this.logger.warn({ err: errText(e) }, 'cannot fetch the status branch');
     }
-    await this.store.load();
+    await this.loadStatus();
     for (const n of this.store.names('Run')) this.queue.add(RUN(n));
   }
 

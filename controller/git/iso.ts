@@ -1,12 +1,12 @@
 /**
- * GitPort with objects read and written in-process by isomorphic-git (one shared `cache`, which
- * it needs to be usable on packed repos); refs, transport and log go through the git CLI, since
- * isomorphic-git has no compare-and-swap on refs and no `file://` transport.
+ * GitPort that READS objects in-process with isomorphic-git (one shared `cache`, which it needs
+ * to be usable on packed repos). Writing, refs, transport and log are as in NativeGit.
+ * Kept so the choice of reader stays measured (`--git-reader isomorphic`, bench/git.ts).
  */
 import * as fs from 'node:fs';
 import * as isogit from 'isomorphic-git';
 import { NativeGit, type GitEnvOptions } from './native.js';
-import type { CommitInfo, GitPort, Identity, PushResult, TreeEntry } from './port.js';
+import type { CommitInfo, CommitRequest, GitPort, PushResult, TreeEntry } from './port.js';
 
 export class IsoGit implements GitPort {
   private readonly cache: object = {};
@@ -48,36 +48,8 @@ export class IsoGit implements GitPort {
     return out;
   }
 
-  writeBlob(content: Uint8Array): Promise<string> {
-    return isogit.writeBlob({ fs, gitdir: this.gitdir, blob: content });
-  }
-
-  writeTree(entries: readonly TreeEntry[]): Promise<string> {
-    return isogit.writeTree({
-      fs,
-      gitdir: this.gitdir,
-      tree: entries.map((e) => ({ mode: e.mode, path: e.path, oid: e.oid, type: e.type })),
-    });
-  }
-
-  writeCommit(c: {
-    tree: string;
-    parents: string[];
-    message: string;
-    author: Identity;
-    time?: number;
-  }): Promise<string> {
-    const who = {
-      name: c.author.name,
-      email: c.author.email,
-      timestamp: c.time ?? Math.floor(Date.now() / 1000),
-      timezoneOffset: 0,
-    };
-    return isogit.writeCommit({
-      fs,
-      gitdir: this.gitdir,
-      commit: { tree: c.tree, parent: c.parents, author: who, committer: who, message: c.message },
-    });
+  commitFiles(c: CommitRequest): Promise<string> {
+    return this.native.commitFiles(c);
   }
 
   updateRef(ref: string, newOid: string, expectedOld: string | undefined): Promise<boolean> {

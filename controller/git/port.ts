@@ -26,6 +26,15 @@ export interface Identity {
   email: string;
 }
 
+export interface CommitRequest {
+  parent?: string;
+  files: ReadonlyMap<string, Uint8Array | null>;
+  message: string;
+  author: Identity;
+  /** Seconds since the epoch. */
+  time?: number;
+}
+
 export type PushResult = 'ok' | 'rejected' | 'unreachable';
 
 export interface GitPort {
@@ -37,15 +46,11 @@ export interface GitPort {
   readTree(oid: string): Promise<TreeEntry[]>;
   /** Blob contents, in order. */
   readBlobs(oids: readonly string[]): Promise<Uint8Array[]>;
-  writeBlob(content: Uint8Array): Promise<string>;
-  writeTree(entries: readonly TreeEntry[]): Promise<string>;
-  writeCommit(c: {
-    tree: string;
-    parents: string[];
-    message: string;
-    author: Identity;
-    time?: number;
-  }): Promise<string>;
+  /**
+   * Writes one commit on top of `parent` (none: a root commit) that sets the given files
+   * (content) or deletes them (null), and returns its id. No ref is moved.
+   */
+  commitFiles(c: CommitRequest): Promise<string>;
   /**
    * Compare-and-swap: sets `ref` to `newOid` only if it currently is `expectedOld` (undefined: the
    * ref must not exist). Returns false when someone else moved it.

@@ -9,6 +9,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export function advCommand(): string[] {
+  // An explicit override (a JSON argv), e.g. the built CLI for benchmarks run from source.
+  const override = process.env.ADV_SELF_COMMAND;
+  if (override) return JSON.parse(override) as string[];
   const here = fileURLToPath(import.meta.url);
   const root = resolve(dirname(here), '..', '..');
   if (here.endsWith('.js')) return [process.execPath, join(root, 'cli', 'adv.js')];

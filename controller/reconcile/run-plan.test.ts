@@ -262,6 +262,29 @@ describe('planRun', () => {
     });
   });
 
+  it('a settled run is returned as it is, and agrees with the full planner', () => {
+    const done = planRun(
+      { name: 'r', desired: desired(base), current: running(), observed: obs('Succeeded', { exitCode: 0 }) },
+      ctx(),
+    ).doc!;
+    const again = planRun({ name: 'r', desired: desired(base), current: done }, ctx());
+    expect(again.doc).toBe(done);
+    // Anything that matters still gets through: a label, a resumed suspension.
+    const relabelled = planRun(
+      { name: 'r', desired: { ...desired(base), labels: { team: 'x' } }, current: done },
+      ctx(),
+    );
+    expect(relabelled.doc!.metadata.labels).toEqual({ team: 'x' });
+    const sus = planRun(
+      { name: 'r', desired: desired({ ...base, suspend: true }), current: running() },
+      ctx(),
+    ).doc!;
+    expect(
+      planRun({ name: 'r', desired: desired({ ...base, suspend: true }), current: sus }, ctx()).doc,
+    ).toBe(sus);
+    expect(planRun({ name: 'r', desired: desired(base), current: sus }, ctx()).actions).toHaveLength(1);
+  });
+
   it('completes its own write-ahead record, waits on another controller’s until it is stale', () => {
     const p = planRun({ name: 'r', desired: desired(base) }, ctx());
     const mine = planRun({ name: 'r', desired: desired(base), current: p.doc! }, ctx());

@@ -180,6 +180,8 @@ export function planRun(
     return finish(current, doc, [`run/${name}: Cancelled (spec deleted)`], actions);
   }
 
+  if (current && isSettled(current, desired, observed)) return { doc: current, actions };
+
   const doc = clone(current) ?? newDoc(name, ctx);
   const st = doc.status;
   st.specFile = desired.file;
@@ -527,6 +529,28 @@ export function chooseBackend(
     return { backend: b.name, why: [...reasons, `${b.name}: chosen`].join('; ') };
   }
   return { why: reasons.length ? reasons.join('; ') : 'no backend is defined that the selector allows' };
+}
+
+/**
+ * A finished run whose spec, labels and annotations are what was acted on has nothing to plan:
+ * skipping the copy-and-compare keeps a resync of thousands of finished runs cheap. It must give
+ * exactly what the full path gives (run-plan.test.ts checks it).
+ */
+function isSettled(current: RunStatusDoc, desired: DesiredRun, observed: ObservedJob | undefined): boolean {
+  const st = current.status;
+  if (observed || !TERMINAL_PHASES.has(st.phase) || st.observedGeneration !== desired.generation)
+    return false;
+  if (
+    st.phase === Phase.Cancelled &&
+    (st.reason === Reason.Suspended || st.reason === Reason.SpecDeleted) &&
+    !desired.spec.suspend
+  )
+    return false;
+  if (st.specFile !== desired.file || st.owner !== desired.owner) return false;
+  if (JSON.stringify(current.metadata.labels) !== JSON.stringify(desired.labels)) return false;
+  const requested = desired.annotations?.[RECONCILE_ANNOTATION];
+  if (requested !== undefined && requested !== st.lastHandledReconcileAt) return false;
+  return st.conditions.some((c) => c.type === ConditionType.Valid && c.status === 'True');
 }
 
 function cancelAction(run: string, a: Attempt): RunAction {

@@ -66,6 +66,9 @@ interface CachedFile {
   fileDiagnostics: Diagnostic[];
 }
 
+/** One persisted cache entry: path, change key, documents, file-level diagnostics. */
+export type CachedFileEntry = [string, string, LoadedDocument[], Diagnostic[]];
+
 export interface LoaderOptions {
   limits?: Partial<ParseLimits>;
 }
@@ -86,6 +89,17 @@ export class SpecLoader {
     if (cached && cached.key === key) return;
     this.parsedFiles++;
     this.files.set(file, { key, ...loadOneFile(file, bytes, this.limits) });
+  }
+
+  /** The per-file cache as plain data, to persist across restarts (see `importCache`). */
+  exportCache(): CachedFileEntry[] {
+    return [...this.files].map(([file, c]) => [file, c.key, c.docs, c.fileDiagnostics]);
+  }
+
+  /** Seeds the cache from `exportCache` output; files whose key still matches are not parsed again. */
+  importCache(entries: readonly CachedFileEntry[]): void {
+    for (const [file, key, docs, fileDiagnostics] of entries)
+      this.files.set(file, { key, docs, fileDiagnostics });
   }
 
   /** Whether `file` is cached with this change key. */

@@ -3,8 +3,9 @@
  * one commit (`commitBatch`) whose message says what changed, with trailers. The ref moves only by
  * compare-and-swap; nothing here pushes (see `SpecsRepo.publish`).
  */
+import { createHash } from 'node:crypto';
 import { parse, stringify } from 'yaml';
-import type { GitPort, Identity, TreeEntry } from '../git/port.js';
+import type { GitPort, Identity } from '../git/port.js';
 import { STATUS_DIRS, type StatusDoc, type StatusKind } from './types.js';
 
 export interface StagedChange {
@@ -16,7 +17,8 @@ export interface StagedChange {
 }
 
 interface Entry {
-  text: string;
+  /** Blob id of the serialised document: equal ids, equal files. */
+  oid: string;
   doc: StatusDoc;
 }
 
@@ -29,10 +31,17 @@ export const statusPath = (kind: StatusKind, name: string): string => `${STATUS_
 export const serializeStatus = (doc: StatusDoc): string =>
   stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
 
+/** The id git gives a blob with this content. */
+export function blobOid(content: Uint8Array): string {
+  return createHash('sha1').update(`blob ${content.byteLength}\0`).update(content).digest('hex');
+}
+
 export class StatusStore {
   private readonly docs = new Map<string, Entry>();
-  private readonly staged = new Map<string, { entry: Entry | null; change: StagedChange }>();
-  private readonly trees = new Map<string, TreeEntry[]>();
+  private readonly staged = new Map<
+    string,
+    { entry: (Entry & { bytes: Uint8Array }) | null; change: StagedChange }
+  >();
   private headOid: string | undefined;
 
   constructor(
@@ -47,30 +56,43 @@ export class StatusStore {
     return this.headOid;
   }
 
-  /** (Re)reads every status file at the ref's tip; drops anything staged. */
-  async load(): Promise<void> {
+  /**
+   * (Re)reads every status file at the ref's tip; drops anything staged. Files whose blob id is in
+   * `cache` are not read or parsed again (a restart with thousands of status files).
+   */
+  async load(cache?: ReadonlyMap<string, StatusDoc>): Promise<void> {
     this.docs.clear();
     this.staged.clear();
     this.headOid = await this.git.resolveRef(this.ref);
     if (!this.headOid) return;
     const commit = await this.git.readCommit(this.headOid);
-    const root = await this.readTree(commit.tree);
+    const root = await this.git.readTree(commit.tree);
     const files: { path: string; oid: string }[] = [];
     for (const dir of Object.values(STATUS_DIRS)) {
       const sub = root.find((e) => e.path === dir && e.type === 'tree');
       if (!sub) continue;
-      for (const e of await this.readTree(sub.oid))
+      for (const e of await this.git.readTree(sub.oid))
         if (e.type === 'blob') files.push({ path: `${dir}/${e.path}`, oid: e.oid });
     }
-    const blobs = await this.git.readBlobs(files.map((f) => f.oid));
-    files.forEach((f, i) => {
-      const text = dec.decode(blobs[i]);
+    const missing = files.filter((f) => !cache?.has(f.oid));
+    const blobs = await this.git.readBlobs(missing.map((f) => f.oid));
+    const parsed = new Map<string, StatusDoc>();
+    missing.forEach((f, i) => {
       try {
-        this.docs.set(f.path, { text, doc: parse(text) as StatusDoc });
+        parsed.set(f.oid, parse(dec.decode(blobs[i])) as StatusDoc);
       } catch {
         // A status file the controller cannot read is rewritten on the next change of its object.
       }
     });
+    for (const f of files) {
+      const doc = cache?.get(f.oid) ?? parsed.get(f.oid);
+      if (doc) this.docs.set(f.path, { oid: f.oid, doc });
+    }
+  }
+
+  /** Parsed status by blob id, to persist and hand back to `load` after a restart. */
+  exportCache(): [string, StatusDoc][] {
+    return [...this.docs.values()].map((e) => [e.oid, e.doc]);
   }
 
   get<T extends StatusDoc>(kind: StatusKind, name: string): T | undefined {
@@ -106,21 +128,22 @@ export class StatusStore {
     change: Omit<StagedChange, 'kind' | 'name'>,
   ): boolean {
     const path = statusPath(kind, name);
-    const text = doc ? serializeStatus(doc) : null;
+    const bytes = doc ? enc.encode(serializeStatus(doc)) : null;
+    const oid = bytes ? blobOid(bytes) : null;
     const current = this.docs.get(path);
-    if ((text === null && !current) || (text !== null && current?.text === text)) {
+    if ((oid === null && !current) || (oid !== null && current?.oid === oid)) {
       this.staged.delete(path);
       return false;
     }
     const prevStaged = this.staged.get(path);
-    if (prevStaged && text !== null && prevStaged.entry?.text === text) return false;
+    if (prevStaged && oid !== null && prevStaged.entry?.oid === oid) return false;
     const merged: StagedChange = {
       kind,
       name,
       summary: change.summary,
       trailers: prevStaged ? mergeTrailers(prevStaged.change.trailers, change.trailers) : change.trailers,
     };
-    this.staged.set(path, { entry: text === null ? null : { text, doc: doc! }, change: merged });
+    this.staged.set(path, { entry: bytes === null ? null : { oid: oid!, doc: doc!, bytes }, change: merged });
     return true;
   }
 
@@ -142,43 +165,14 @@ export class StatusStore {
   ): Promise<{ oid: string; message: string; changes: StagedChange[] } | undefined> {
     if (this.staged.size === 0) return undefined;
     const changes = [...this.staged.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
-    const rootEntries = this.headOid
-      ? await this.readTree((await this.git.readCommit(this.headOid)).tree)
-      : [];
-    const byDir = new Map<string, [string, Entry | null][]>();
-    for (const [path, s] of changes) {
-      const [dir, file] = [path.slice(0, path.indexOf('/')), path.slice(path.indexOf('/') + 1)];
-      const list = byDir.get(dir) ?? [];
-      list.push([file, s.entry]);
-      byDir.set(dir, list);
-    }
-    const newRoot = rootEntries.filter((e) => !byDir.has(e.path));
-    for (const [dir, files] of byDir) {
-      const old = rootEntries.find((e) => e.path === dir && e.type === 'tree');
-      const entries = new Map((old ? await this.readTree(old.oid) : []).map((e) => [e.path, e]));
-      const blobOids = await Promise.all(
-        files.map(([, entry]) => (entry ? this.git.writeBlob(enc.encode(entry.text)) : undefined)),
-      );
-      files.forEach(([file, entry], i) => {
-        if (entry) entries.set(file, { mode: '100644', path: file, oid: blobOids[i]!, type: 'blob' });
-        else entries.delete(file);
-      });
-      if (entries.size === 0) continue;
-      const list = sortTree([...entries.values()]);
-      const oid = await this.git.writeTree(list);
-      this.trees.set(oid, list);
-      newRoot.push({ mode: '040000', path: dir, oid, type: 'tree' });
-    }
-    const rootList = sortTree(newRoot);
-    const tree = await this.git.writeTree(rootList);
-    this.trees.set(tree, rootList);
     const message = commitMessage(
       changes.map(([, s]) => s.change),
       opts.specCommit,
     );
-    const oid = await this.git.writeCommit({
-      tree,
-      parents: this.headOid ? [this.headOid] : [],
+    const oid = await this.git.commitFiles({
+      ...(this.headOid ? { parent: this.headOid } : {}),
+      files: new Map(changes.map(([path, s]) => [path, s.entry ? s.entry.bytes : null])),
+
       message,
       author: this.author,
       time: Math.floor(this.now() / 1000),
@@ -187,20 +181,11 @@ export class StatusStore {
     if (!moved) throw new StatusConflict(this.ref);
     this.headOid = oid;
     for (const [path, s] of changes) {
-      if (s.entry) this.docs.set(path, s.entry);
+      if (s.entry) this.docs.set(path, { oid: s.entry.oid, doc: s.entry.doc });
       else this.docs.delete(path);
     }
     this.staged.clear();
     return { oid, message, changes: changes.map(([, s]) => s.change) };
-  }
-
-  private async readTree(oid: string): Promise<TreeEntry[]> {
-    const cached = this.trees.get(oid);
-    if (cached) return cached;
-    const t = await this.git.readTree(oid);
-    this.trees.set(oid, t);
-    if (this.trees.size > 64) this.trees.delete(this.trees.keys().next().value!);
-    return t;
   }
 }
 
@@ -212,12 +197,6 @@ export class StatusConflict extends Error {
       `${ref} moved while the controller was writing it: another controller is writing the same status branch`,
     );
   }
-}
-
-/** Git orders tree entries by name, with directories compared as if they ended in '/'. */
-function sortTree(entries: TreeEntry[]): TreeEntry[] {
-  const key = (e: TreeEntry) => (e.type === 'tree' ? e.path + '/' : e.path);
-  return entries.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
 function mergeTrailers(a: [string, string][], b: [string, string][]): [string, string][] {
