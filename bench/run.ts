@@ -8,9 +8,14 @@ import { fileURLToPath } from 'node:url';
 const BENCHES: Record<string, string> = {
   'load-specs': './load-specs.ts',
   'controller-scale': './controller-scale.ts',
+  latency: './latency.ts',
+  git: './git.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+// Jobs in the benchmarks start the built CLI, as they do in production.
+execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+
 for (const name of wanted) {
   const script = BENCHES[name];
   if (!script) {

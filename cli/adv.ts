@@ -1,5 +1,11 @@
 #!/usr/bin/env node
 /** Entry point of the `adv` command: composes, nothing else. */
-import { runCli } from './program.js';
 
-process.exitCode = await runCli(process.argv.slice(2));
+// `adv exec` is what every job starts with: load only the worker side for it.
+if (process.argv[2] === 'exec') {
+  const { execMain } = await import('../runtime/exec-cli.js');
+  process.exitCode = await execMain(process.argv.slice(3));
+} else {
+  const { runCli } = await import('./program.js');
+  process.exitCode = await runCli(process.argv.slice(2));
+}

@@ -48,7 +48,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerGet(program, io);
   registerDescribe(program, io);
   registerApply(program, io);
-  registerExec(program, io);
+  registerExec(program);
   registerSchema(program, io);
   return program;
 }

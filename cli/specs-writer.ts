@@ -18,6 +18,7 @@ export interface SpecsWorkTree {
   load(): Promise<LoadResult>;
   read(rel: string): Promise<string | undefined>;
   write(rel: string, content: string): Promise<void>;
+  remove(rel: string): Promise<void>;
   /** Commits the given paths (and pushes, for a URL). Returns the new commit. */
   commit(paths: string[], message: string): Promise<string>;
   close(): Promise<void>;
@@ -64,6 +65,9 @@ export async function openSpecsWorkTree(
     write: async (rel, content) => {
       await mkdir(dirname(join(dir, rel)), { recursive: true });
       await writeFile(join(dir, rel), content);
+    },
+    remove: async (rel) => {
+      await rm(join(dir, rel), { force: true });
     },
     commit: async (paths, message) => {
       await git(['add', '--', ...paths], { cwd: dir });

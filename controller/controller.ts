@@ -300,6 +300,8 @@ export class Controller {
       if (this.stopped) break;
       if (this.now() - this.statusCacheSavedAt > 5 * 60_000) await this.saveStatusCache();
 
+      // A hint that arrived during the pass (webhook, ref change) is acted on now, not after the sleep.
+      if (this.fetchRequested) continue;
       const next = Math.min(
         this.nextFetchAt,
         this.nextPollAt,

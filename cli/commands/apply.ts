@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { relative, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { AdvError, ErrorCode, SpecLoader, formatDiagnostic, type Kind } from '../../controller/index.js';
+import { CROSS_FILE_CODES } from '../../controller/spec/loader.js';
 import { RECONCILE_ANNOTATION } from '../../controller/reconcile/run-plan.js';
 import { gitToken, resolveRepo } from '../repo.js';
 import { openSpecsWorkTree } from '../specs-writer.js';
@@ -36,36 +37,48 @@ export function registerApply(program: Command, io: Io): void {
         const inside = relative(wt.dir, file);
         const loader = new SpecLoader();
         loader.loadFile(inside.startsWith('..') ? opts.file : inside, bytes, 'apply');
+        // The file alone first (cross-file rules wait for the whole repo, below).
         const own = loader.result();
-        const errors = own.diagnostics.filter((d) => d.severity === 'error');
-        if (errors.length || own.objects.length === 0) {
-          for (const d of own.diagnostics) io.stdout.write(formatDiagnostic(d) + '\n');
+        const ownDiagnostics = own.diagnostics.filter((d) => !CROSS_FILE_CODES.has(d.code));
+        const errors = ownDiagnostics.filter((d) => d.severity === 'error');
+        const docs = [
+          ...own.objects.map((o) => ({ kind: o.kind, name: o.name })),
+          ...own.invalid.filter(
+            (d) => d.kind && d.name && d.diagnostics.every((x) => CROSS_FILE_CODES.has(x.code)),
+          ),
+        ] as { kind: Kind; name: string }[];
+        if (errors.length || docs.length === 0) {
+          for (const d of ownDiagnostics) io.stdout.write(formatDiagnostic(d) + '\n');
           throw new AdvError(
             ErrorCode.SpecInvalid,
-            own.objects.length
-              ? `${opts.file} is invalid; nothing was committed`
-              : `${opts.file} holds no spec`,
+            errors.length ? `${opts.file} is invalid; nothing was committed` : `${opts.file} holds no spec`,
             { quiet: errors.length > 0 },
           );
         }
-        const first = own.objects[0]!;
+        const first = docs[0]!;
         const target = !inside.startsWith('..')
           ? inside
           : first.kind === 'Storage'
             ? 'storage.yaml'
             : `${DIRS[first.kind]}/${first.name}.yaml`;
+        // Then the repo with the file in it; on failure the work tree is left as it was.
+        const previous = await wt.read(target);
         await wt.write(target, bytes.toString('utf8'));
         const whole = await wt.load();
         const mine = whole.diagnostics.filter((d) => d.file === target && d.severity === 'error');
         if (mine.length) {
+          if (previous === undefined) await wt.remove(target);
+          else await wt.write(target, previous);
           for (const d of mine) io.stdout.write(formatDiagnostic(d) + '\n');
           throw new AdvError(
             ErrorCode.SpecInvalid,
             `${opts.file} does not fit the specs repo; nothing was committed`,
-            { quiet: true },
+            {
+              quiet: true,
+            },
           );
         }
-        const names = own.objects.map((o) => `${o.kind.toLowerCase()}/${o.name}`).join(', ');
+        const names = docs.map((o) => `${o.kind.toLowerCase()}/${o.name}`).join(', ');
         const sha = await wt.commit([target], `apply ${names}`);
         io.stdout.write(`${names} applied as ${target} (commit ${sha.slice(0, 10)})\n`);
       } finally {

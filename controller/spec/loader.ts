@@ -196,7 +196,15 @@ function loadOneFile(file: string, bytes: Uint8Array, limits: ParseLimits): Omit
   return { docs, fileDiagnostics: parsed.diagnostics };
 }
 
+/** Codes of the rules that need the whole repo (a file checked alone cannot pass or fail them). */
+export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
+  'DuplicateName',
+  'UnknownBackend',
+  'SecondStorage',
+]);
+
 /** Duplicate names, references to unknown backends, more than one Storage. */
+
 function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
   const add = (d: LoadedDocument, diag: Diagnostic): void => {
