@@ -169,8 +169,15 @@ export function registerApply(program: Command, io: Io): void {
         if (!res.ok)
           throw new AdvError(
             ErrorCode.BackendError,
-            `controller answered ${res.status}: ${await res.text()}`,
+            `controller answered ${res.status}: ${(await res.text()).trim()}`,
+            {
+              hint:
+                res.status === 401
+                  ? "set ADV_WEBHOOK_SECRET to the controller's webhook secret"
+                  : 'check the controller log',
+            },
           );
+
         io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
         return;
       }
