@@ -2,6 +2,8 @@
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../controller/index.js';
 import { registerApply } from './commands/apply.js';
+import { registerCkpt } from './commands/ckpt.js';
+import { registerLogs } from './commands/logs.js';
 import { registerController } from './commands/controller.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerExec } from './commands/exec.js';
@@ -48,6 +50,8 @@ Docs: README.md and docs/reference/specs.md`,
   registerGet(program, io);
   registerDescribe(program, io);
   registerApply(program, io);
+  registerLogs(program, io);
+  registerCkpt(program, io);
   registerExec(program);
   registerSchema(program, io);
   return program;

@@ -28,6 +28,7 @@ export async function openSpecsWorkTree(
   repo: string,
   branch: string,
   token: string | undefined,
+  opts: { anyBranch?: boolean } = {},
 ): Promise<SpecsWorkTree> {
   const env = credentialEnv(token);
   let dir: string;
@@ -47,7 +48,7 @@ export async function openSpecsWorkTree(
     const head = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], { cwd: dir })).stdout
       .toString()
       .trim();
-    if (head !== branch) {
+    if (head !== branch && !opts.anyBranch) {
       throw new AdvError(
         ErrorCode.UsageError,
         `${dir} has "${head || 'a detached HEAD'}" checked out, not the watched branch "${branch}"`,

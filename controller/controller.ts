@@ -34,10 +34,24 @@ import {
 } from './reconcile/run-plan.js';
 import { formatDiagnostic } from './spec/diagnostic.js';
 import { SpecLoader, type CachedFileEntry } from './spec/loader.js';
-import { SCHEMAS, type Backend as BackendObject, type Run } from './spec/schema.js';
+import {
+  SCHEMAS,
+  type Backend as BackendObject,
+  type Run,
+  type Storage,
+  type StorageSpec,
+} from './spec/schema.js';
+import { storeTarget, type StoreTarget } from './storage.js';
+import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
-import { TERMINAL_PHASES, type BackendStatusDoc, type RunStatusDoc, type StatusDoc } from './status/types.js';
+import {
+  TERMINAL_PHASES,
+  type BackendStatusDoc,
+  type Heartbeat,
+  type RunStatusDoc,
+  type StatusDoc,
+} from './status/types.js';
 
 export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   dataDir: string;
@@ -80,6 +94,10 @@ export class Controller {
   private invalidRuns = new Map<string, InvalidRun>();
   private fingerprints = new Map<string, string>();
   private backendObjects = new Map<string, { obj: BackendObject; gen: string }>();
+  /** The object store of the repo's Storage spec, and how jobs reach it. */
+  private storeTarget: StoreTarget | undefined;
+  private objects: ObjectStore | undefined;
+  private readonly heartbeatReadAt = new Map<string, number>();
   private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
   private controllerId = '';
   private statusCacheSavedAt = 0;
@@ -214,6 +232,7 @@ export class Controller {
       observed = await this.observe();
       for (const name of this.liveRuns()) this.queue.add(RUN(name));
     }
+    const heartbeats = await this.readHeartbeats(observed);
     lap('observe');
 
     // Plan every due key.
@@ -232,6 +251,7 @@ export class Controller {
           ...(this.invalidRuns.has(name) ? { invalid: this.invalidRuns.get(name)! } : {}),
           ...(current ? { current } : {}),
           ...(last && observed.has(last.jobName) ? { observed: observed.get(last.jobName)! } : {}),
+          ...(heartbeats.has(name) ? { heartbeat: heartbeats.get(name)! } : {}),
         },
         ctx,
       );
@@ -435,7 +455,13 @@ export class Controller {
         });
       } else if (o.kind === 'Backend') {
         backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
+      } else if (o.kind === 'Storage') {
+        await this.useStorage((o.object as Storage).spec);
       }
+    }
+    if (!result.objects.some((o) => o.kind === 'Storage')) {
+      this.storeTarget = undefined;
+      this.objects = undefined;
     }
     for (const d of result.invalid) {
       if (d.kind !== 'Run' || !d.name || runs.has(d.name)) {
@@ -543,7 +569,52 @@ export class Controller {
     };
   }
 
+  private async useStorage(spec: StorageSpec): Promise<void> {
+    const env = this.opts.secretEnv ?? process.env;
+    const target = storeTarget(spec, this.opts.dataDir, env);
+    if (target.url === this.storeTarget?.url && this.objects) return;
+    this.storeTarget = target;
+    try {
+      this.objects = await openStore(target.url, { ...env, ...target.env });
+    } catch (e) {
+      this.objects = undefined;
+      this.logger.warn(
+        { err: errText(e), store: target.url },
+        'cannot open the object store; heartbeats and checkpoints will not be shown',
+      );
+    }
+  }
+
+  /**
+   * Heartbeats of current attempts, from the store: for live attempts at most every 5 s each,
+   * and once more when an attempt has just ended (its last checkpoint is in the last heartbeat).
+   */
+  private async readHeartbeats(observed: ReadonlyMap<string, ObservedJob>): Promise<Map<string, Heartbeat>> {
+    const out = new Map<string, Heartbeat>();
+    const objects = this.objects;
+    if (!objects) return out;
+    const now = this.now();
+    await Promise.all(
+      this.liveRuns().map(async (name) => {
+        const a = this.runStatus(name)!.status.attempts.at(-1)!;
+        const o = observed.get(a.jobName);
+        const ended =
+          o !== undefined && o.state !== 'Running' && o.state !== 'Pending' && o.state !== 'Unknown';
+        if (!ended && now - (this.heartbeatReadAt.get(name) ?? 0) < 5000) return;
+        this.heartbeatReadAt.set(name, now);
+        try {
+          const raw = await objects.get(`runs/${name}/attempts/${a.n}/heartbeat.json`);
+          if (raw) out.set(name, JSON.parse(new TextDecoder().decode(raw)) as Heartbeat);
+        } catch (e) {
+          this.logger.debug({ run: name, err: errText(e) }, 'cannot read heartbeat');
+        }
+      }),
+    );
+    return out;
+  }
+
   /** Polls each backend once for every live attempt it holds. */
+
   private async observe(): Promise<Map<string, ObservedJob>> {
     const byBackend = new Map<string, JobHandle[]>();
     for (const name of this.liveRuns()) {
@@ -636,6 +707,11 @@ export class Controller {
       }
       if (missing.length)
         throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
+      if (this.storeTarget?.missing.length) {
+        throw new Error(
+          `store credential(s) ${this.storeTarget.missing.join(', ')} are not set in the controller's environment`,
+        );
+      }
       const handle = await backend.submit({
         jobName: a.jobName,
         run: a.run,
@@ -644,6 +720,7 @@ export class Controller {
         argv: argvFor(spec),
         code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
         env,
+        ...(this.storeTarget ? { store: { url: this.storeTarget.url, env: this.storeTarget.env } } : {}),
       });
       stage(recordSubmitted(current, a.attempt, handle.jobId, false));
       this.queue.forget(RUN(a.run));

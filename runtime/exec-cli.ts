@@ -5,22 +5,32 @@
  */
 import { parseArgs } from 'node:util';
 import { advExec } from './exec.js';
+import { progressBar } from './progress.js';
+import { openStore } from './store/index.js';
 
-export const EXEC_USAGE = `Usage: adv exec [--run NAME] [--attempt N] [--job-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
+export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--job-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
 
 Runs COMMAND under the AdventureTime worker contract, the same on every backend: the workload
 sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR; SIGTERM, SIGINT and SIGUSR1 are
 forwarded, and after the grace period (default 30 s) the workload is killed; exit.json in the
 job dir records how it ended.
 
+With a store, the newest committed checkpoint is restored into ADV_CKPT_DIR first; every finished
+step dir (renamed into place, or holding a COMMITTED file) is uploaded, files first and manifest
+last; output, heartbeats and the exit record go to the store too.
+
 Options:
+  --store URL       file:///path or s3://bucket/prefix?endpoint=…&region=…&forcePathStyle=true
+                    (default: $ADV_STORE; none: no checkpoints, logs or heartbeats in a store)
   --run NAME        run name (default: $ADV_RUN)
   --attempt N       attempt number (default: $ADV_ATTEMPT, else 1)
   --job-dir DIR     where exec.json and exit.json are written
   --grace SECONDS   seconds the workload gets after SIGTERM/SIGUSR1
+  --commit-mode M   auto (rename or COMMITTED marker, default) or marker (COMMITTED only)
+  --heartbeat SECS  heartbeat interval (default 15)
 
 Example:
-  adv exec --run hello --attempt 1 -- python train.py --lr 3e-4
+  adv exec --store file:///tmp/store --run toy --attempt 1 -- python3 examples/toy-train/train.py
 `;
 
 /** Runs `adv exec ARGS`; resolves to the process exit code (the workload's own). */
@@ -39,6 +49,9 @@ export async function execMain(
         attempt: { type: 'string' },
         'job-dir': { type: 'string' },
         grace: { type: 'string' },
+        store: { type: 'string' },
+        'commit-mode': { type: 'string' },
+        heartbeat: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -64,12 +77,29 @@ export async function execMain(
     process.stderr.write('error: --attempt takes a whole number ≥ 1 and --grace a number of seconds ≥ 0\n');
     return 2;
   }
+  const mode = values['commit-mode'] ?? 'auto';
+  if (mode !== 'auto' && mode !== 'marker') {
+    process.stderr.write(`error: --commit-mode takes auto or marker, not ${JSON.stringify(mode)}\n`);
+    return 2;
+  }
+  const storeUrl = values.store ?? env.ADV_STORE;
+  let store;
+  try {
+    store = storeUrl ? await openStore(storeUrl, env) : undefined;
+  } catch (e) {
+    process.stderr.write(`error: ${(e as Error).message}\n`);
+    return 2;
+  }
   const { code } = await advExec({
     run,
     attempt,
     argv: positionals,
     ...(values['job-dir'] ? { jobDir: values['job-dir'] } : {}),
     graceSec: grace,
+    commitMode: mode,
+    ...(store ? { store } : {}),
+    ...(values.heartbeat ? { heartbeatSec: Number(values.heartbeat) } : {}),
+    ...(process.stderr.isTTY ? { progress: progressBar(process.stderr) } : {}),
   });
   return code;
 }

@@ -1,11 +1,14 @@
 /**
  * `adv exec`: the wrapper every backend runs around the user's command, so every backend gives
- * the same contract — environment, signal forwarding, an exit record. (Checkpoint restore and
- * upload, heartbeats and log shipping to the object store plug in here: see `hooks`.)
+ * the same contract — environment, signal forwarding, an exit record — and, with a store,
+ * checkpoint restore and upload, heartbeats and logs in the store (`worker.ts`).
  *
- * Only Node built-ins: this file must run on a worker that has Node.js but not our node_modules.
+ * It runs on workers that have Node.js but not our node_modules: `npm run build` bundles it into
+ * one file (dist/adv-exec.mjs) that backends ship.
  */
 import { spawn } from 'node:child_process';
+import type { ObjectStore } from './store/types.js';
+import { Worker } from './worker.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { processStartTicks } from './proc.js';
@@ -30,16 +33,13 @@ export interface ExecOptions {
   /** Seconds the workload gets after SIGTERM/SIGUSR1 before SIGKILL. Default 30. */
   graceSec?: number;
   env?: NodeJS.ProcessEnv;
-  /** Where the workload's output goes. Default: inherited. */
-  stdio?: 'inherit' | 'pipe';
-  /** Extension points for the object-store side (restore before, upload after, heartbeat). */
-  hooks?: ExecHooks;
+  /** The object store: with it, checkpoints are restored and uploaded, logs and heartbeats shipped. */
+  store?: ObjectStore;
+  commitMode?: 'auto' | 'marker';
+  heartbeatSec?: number;
   log?: (line: string) => void;
-}
-
-export interface ExecHooks {
-  beforeStart?(env: Record<string, string>): Promise<void>;
-  afterExit?(record: ExitRecord): Promise<void>;
+  /** Progress of long transfers, for a terminal. */
+  progress?: (label: string, bytes: number, total: number) => void;
 }
 
 const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const;
@@ -49,10 +49,14 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   const log = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
   const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
   const ckptDir = resolve(
-    opts.ckptDir ?? (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')),
+    opts.ckptDir ??
+      process.env.ADV_CKPT_DIR ??
+      (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')),
   );
   const artifactDir = resolve(
-    opts.artifactDir ?? (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')),
+    opts.artifactDir ??
+      process.env.ADV_ARTIFACT_DIR ??
+      (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')),
   );
   for (const d of [ckptDir, artifactDir, ...(jobDir ? [jobDir] : [])]) mkdirSync(d, { recursive: true });
   const graceMs = (opts.graceSec ?? 30) * 1000;
@@ -65,17 +69,40 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     ADV_ARTIFACT_DIR: artifactDir,
     ...(jobDir ? { ADV_JOB_DIR: jobDir } : {}),
   };
-  await opts.hooks?.beforeStart?.(contract);
+  const worker = opts.store
+    ? new Worker({
+        store: opts.store,
+        run: opts.run,
+        attempt: opts.attempt,
+        ckptDir,
+        log,
+        ...(opts.commitMode ? { commitMode: opts.commitMode } : {}),
+        ...(opts.heartbeatSec ? { heartbeatSec: opts.heartbeatSec } : {}),
+        ...(opts.progress ? { progress: opts.progress } : {}),
+      })
+    : undefined;
+  await worker?.restore();
 
   const [cmd, ...args] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
   const child = spawn(cmd, args, {
     cwd: opts.cwd ?? process.cwd(),
     env: { ...process.env, ...opts.env, ...contract },
-    stdio: opts.stdio === 'pipe' ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+    // With a store, output is copied to the terminal AND shipped in parts.
+    stdio: worker ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     // Its own process group, so a signal reaches the workload and everything it started.
     detached: true,
   });
+  if (worker) {
+    child.stdout!.on('data', (b: Buffer) => {
+      process.stdout.write(b);
+      worker.output(b);
+    });
+    child.stderr!.on('data', (b: Buffer) => {
+      process.stderr.write(b);
+      worker.output(b);
+    });
+  }
   if (jobDir && child.pid) {
     writeJsonAtomic(join(jobDir, EXEC_FILE), {
       pid: process.pid,
@@ -87,9 +114,16 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
       startedAt,
     });
   }
+  // Listen before awaiting anything: a quick workload may be gone by then.
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((res) => {
+    child.on('error', (error) => res({ code: null, signal: null, error }));
+    child.on('close', (code, signal) => res({ code, signal }));
+  });
+  await worker?.start();
 
   let stopSignal: string | undefined;
   let killTimer: NodeJS.Timeout | undefined;
+  let killedByUs = false;
   const signalGroup = (sig: NodeJS.Signals) => {
     if (!child.pid) return;
     try {
@@ -104,7 +138,10 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
       log(`received ${sig}; forwarding to the workload, SIGKILL in ${graceMs / 1000}s`);
       signalGroup(sig);
       if (!killTimer && (sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGUSR1')) {
-        killTimer = setTimeout(() => signalGroup('SIGKILL'), graceMs);
+        killTimer = setTimeout(() => {
+          killedByUs = true;
+          signalGroup('SIGKILL');
+        }, graceMs);
         killTimer.unref();
       }
     };
@@ -112,13 +149,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     return [sig, h] as const;
   });
 
-  const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
-    (res) => {
-      child.on('error', (error) => res({ code: null, signal: null, error }));
-      child.on('exit', (code, signal) => res({ code, signal }));
-    },
-  );
-  for (const [sig, h] of handlers) process.off(sig, h);
+  const result = await ended;
   if (killTimer) clearTimeout(killTimer);
   // Anything the workload left running in its group goes with it.
   signalGroup('SIGKILL');
@@ -134,10 +165,12 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   } else if (cancelled) {
     reason = ExitReason.Cancelled;
     exitCode = result.code ?? 128 + signalNumber(result.signal);
-  } else if (stopSignal && result.code !== 0) {
-    reason = ExitReason.Preempted;
+  } else if (stopSignal) {
+    // Stopped from outside (preemption notice, time limit, scancel): however it exited, the
+    // attempt did not finish its work.
+    reason = result.code === 0 ? ExitReason.Completed : ExitReason.Preempted;
     exitCode = result.code ?? 128 + signalNumber(result.signal);
-    message = `stopped by ${stopSignal}`;
+    message = `stopped by ${stopSignal}${killedByUs ? ' and killed after the grace period' : ''}`;
   } else if (result.signal) {
     reason = ExitReason.Signaled;
     exitCode = 128 + signalNumber(result.signal);
@@ -154,7 +187,9 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     startedAt,
     finishedAt: new Date().toISOString(),
   };
-  await opts.hooks?.afterExit?.(record);
+  // Upload what the workload finished (its last checkpoint in the grace period included).
+  await worker?.finish(record, { workloadExitedOnItsOwn: !killedByUs && !result.signal });
+  for (const [sig, h] of handlers) process.off(sig, h);
   if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
   if (message) log(message);
   return { code: exitCode, record };

@@ -43,6 +43,12 @@ export function registerDescribe(program: Command, io: Io): void {
         );
         if (st.codeCommit) out.push(`Code:         ${st.codeCommit.slice(0, 12)}`);
         if (st.nextAttemptAfter) out.push(`Next attempt: not before ${st.nextAttemptAfter}`);
+        if (st.checkpoint)
+          out.push(
+            `Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
+          );
+        if (st.lastHeartbeat) out.push(`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
+
         out.push('', 'Conditions:');
         out.push(
           st.conditions.length
@@ -56,7 +62,18 @@ export function registerDescribe(program: Command, io: Io): void {
         out.push(
           st.attempts.length
             ? renderTable(
-                ['#', 'BACKEND', 'JOB', 'PHASE', 'SUBMITTED', 'STARTED', 'FINISHED', 'EXIT', 'REASON'],
+                [
+                  '#',
+                  'BACKEND',
+                  'JOB',
+                  'PHASE',
+                  'SUBMITTED',
+                  'STARTED',
+                  'FINISHED',
+                  'EXIT',
+                  'STEPS',
+                  'REASON',
+                ],
                 st.attempts.map((a) => [
                   String(a.n),
                   a.backend,
@@ -66,6 +83,9 @@ export function registerDescribe(program: Command, io: Io): void {
                   a.startedAt ?? '-',
                   a.finishedAt ?? '-',
                   a.exitCode !== undefined ? String(a.exitCode) : '-',
+                  a.startStep !== undefined || a.lastStep !== undefined
+                    ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
+                    : '-',
                   [a.reason, a.message].filter(Boolean).join(': '),
                 ]),
               ).trimEnd()

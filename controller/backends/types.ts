@@ -18,6 +18,8 @@ export interface JobRequest {
   code: { commit: string; path?: string };
   /** Environment for the workload (contract variables are added by `adv exec`). */
   env: Record<string, string>;
+  /** The object store for checkpoints, logs and heartbeats, and the env to reach it. */
+  store?: { url: string; env: Record<string, string> };
 }
 
 export interface JobHandle {

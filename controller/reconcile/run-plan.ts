@@ -16,6 +16,7 @@ import {
   setCondition,
   TERMINAL_PHASES,
   type Attempt,
+  type Heartbeat,
   type RunStatusDoc,
 } from '../status/types.js';
 
@@ -136,10 +137,12 @@ export function planRun(
     invalid?: InvalidRun;
     current?: RunStatusDoc;
     observed?: ObservedJob;
+    /** The current attempt's heartbeat from the object store, when read this pass. */
+    heartbeat?: Heartbeat;
   },
   ctx: PlanContext,
 ): RunPlan {
-  const { name, desired, invalid, current, observed } = input;
+  const { name, desired, invalid, current, observed, heartbeat } = input;
   const now = new Date(ctx.now).toISOString();
   const actions: RunAction[] = [];
   const events: string[] = [];
@@ -180,7 +183,7 @@ export function planRun(
     return finish(current, doc, [`run/${name}: Cancelled (spec deleted)`], actions);
   }
 
-  if (current && isSettled(current, desired, observed)) return { doc: current, actions };
+  if (current && !heartbeat && isSettled(current, desired, observed)) return { doc: current, actions };
 
   const doc = clone(current) ?? newDoc(name, ctx);
   const st = doc.status;
@@ -284,10 +287,31 @@ export function planRun(
     setPhase(doc, Phase.Scheduling, 'Resumed', 'resumed: a new attempt starts from the last checkpoint', now);
   }
 
-  // 3. What the backend says about the live attempt.
+  // 3. What the backend and the worker's heartbeat say about the current attempt.
   last = st.attempts.at(-1);
+  if (last && heartbeat && heartbeat.attempt === last.n) applyHeartbeat(doc, last, heartbeat, ctx.now);
   if (isLive(last) && observed && observed.jobName === last.jobName)
     applyObservation(doc, last, observed, spec, ctx.now);
+  last = st.attempts.at(-1);
+  if (last?.phase === AttemptPhase.Running && st.lastHeartbeat) {
+    const limit = (spec.policy?.heartbeatTimeoutSec ?? DEFAULT_HEARTBEAT_TIMEOUT_SEC) * 1000;
+    const age = ctx.now - Date.parse(st.lastHeartbeat);
+    st.conditions =
+      age > limit
+        ? setCondition(
+            st.conditions,
+            {
+              type: ConditionType.Lost,
+              status: 'True',
+              reason: 'HeartbeatMissing',
+              message: `no heartbeat for ${Math.round(age / 1000)}s (limit ${limit / 1000}s)`,
+            },
+            now,
+          )
+        : removeCondition(st.conditions, ConditionType.Lost);
+  } else if (last && !isLive(last)) {
+    st.conditions = removeCondition(st.conditions, ConditionType.Lost);
+  }
 
   // 4. Schedule a new attempt when there is none and one is due.
   last = st.attempts.at(-1);
@@ -551,6 +575,32 @@ function isSettled(current: RunStatusDoc, desired: DesiredRun, observed: Observe
   const requested = desired.annotations?.[RECONCILE_ANNOTATION];
   if (requested !== undefined && requested !== st.lastHandledReconcileAt) return false;
   return st.conditions.some((c) => c.type === ConditionType.Valid && c.status === 'True');
+}
+
+/** A running attempt without a heartbeat for this long gets the `Lost` condition. */
+export const DEFAULT_HEARTBEAT_TIMEOUT_SEC = 600;
+
+function applyHeartbeat(doc: RunStatusDoc, a: Attempt, hb: Heartbeat, nowMs: number): void {
+  const st = doc.status;
+  const now = new Date(nowMs).toISOString();
+  st.lastHeartbeat = hb.time;
+  if (hb.restoredFrom !== undefined) a.startStep = hb.restoredFrom;
+  if (hb.lastCheckpoint) {
+    if (hb.lastCheckpoint.step !== hb.restoredFrom) a.lastStep = hb.lastCheckpoint.step;
+    if (!st.checkpoint || st.checkpoint.step !== hb.lastCheckpoint.step) {
+      st.checkpoint = { ...hb.lastCheckpoint };
+      st.conditions = setCondition(
+        st.conditions,
+        {
+          type: ConditionType.Checkpointed,
+          status: 'True',
+          reason: 'Committed',
+          message: `step ${hb.lastCheckpoint.step} committed at ${hb.lastCheckpoint.createdAt}`,
+        },
+        now,
+      );
+    }
+  }
 }
 
 function cancelAction(run: string, a: Attempt): RunAction {

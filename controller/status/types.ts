@@ -37,6 +37,8 @@ export const ConditionType = {
   Checkpointed: 'Checkpointed',
   /** The controller could not reach the backend or the git remote; the state shown may be stale. */
   Stale: 'Stale',
+  /** The running attempt's heartbeat is older than policy.heartbeatTimeoutSec. */
+  Lost: 'Lost',
 } as const;
 
 /** Reasons, as constants so tests and users can match on them. */
@@ -84,6 +86,27 @@ export interface Attempt {
   codeCommit?: string;
   /** Id of the controller that wrote the write-ahead record (only it completes the submission). */
   controller?: string;
+  /** Checkpoint step this attempt restored from (absent: from scratch). */
+  startStep?: number;
+  /** Latest checkpoint this attempt committed. */
+  lastStep?: number;
+}
+
+/** The latest committed checkpoint of a run, as `adv exec` reported it. */
+export interface CheckpointRef {
+  step: number;
+  createdAt: string;
+  uri: string;
+}
+
+/** What `adv exec` writes to `runs/<run>/attempts/<n>/heartbeat.json`. */
+export interface Heartbeat {
+  time: string;
+  attempt: number;
+  host?: string;
+  restoredFrom?: number;
+  lastCheckpoint?: CheckpointRef;
+  uploading?: number;
 }
 
 export interface RunStatus {
@@ -107,6 +130,10 @@ export interface RunStatus {
   nextAttemptAfter?: string;
   /** Last value of the reconcile-requested-at annotation handled. */
   lastHandledReconcileAt?: string;
+  /** Time of the last heartbeat of the current attempt. */
+  lastHeartbeat?: string;
+  /** The latest committed checkpoint. */
+  checkpoint?: CheckpointRef;
 }
 
 export interface RunStatusDoc {

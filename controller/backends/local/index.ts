@@ -78,6 +78,7 @@ export class LocalBackend implements Backend {
       [
         ...prefix,
         'exec',
+        ...(job.store ? ['--store', job.store.url] : []),
         '--run',
         job.run,
         '--attempt',
@@ -87,7 +88,12 @@ export class LocalBackend implements Backend {
         '--',
         ...job.argv,
       ],
-      { cwd, detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...job.env } },
+      {
+        cwd,
+        detached: true,
+        stdio: ['ignore', out, out],
+        env: { ...process.env, ...job.env, ...job.store?.env },
+      },
     );
     closeSync(out);
     const pid = child.pid;

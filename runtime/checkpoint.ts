@@ -1,0 +1,325 @@
+/**
+ * The checkpoint protocol. A checkpoint is `runs/<run>/ckpt/<step>/…` in the store plus
+ * `manifest.json`, written LAST, listing every file with its size and sha256. A checkpoint exists
+ * if and only if its manifest exists and verifies; anything else is garbage to collect. So an
+ * upload killed at any moment leaves either a committed checkpoint or garbage, never a checkpoint
+ * that restores wrong.
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import type { ObjectStore } from './store/types.js';
+
+export const MANIFEST = 'manifest.json';
+/** A file the workload writes last into a step dir to say it is complete (optional). */
+export const COMMITTED_MARKER = 'COMMITTED';
+
+export interface ManifestFile {
+  path: string;
+  size: number;
+  sha256: string;
+}
+
+export interface CheckpointManifest {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'CheckpointManifest';
+  run: string;
+  step: number;
+  attempt: number;
+  createdAt: string;
+  totalBytes: number;
+  files: ManifestFile[];
+  /** Free-form: the workload's mesh/partitioning, framework versions (from `adv-metadata.json`). */
+  metadata: Record<string, unknown>;
+}
+
+export const ckptPrefix = (run: string): string => `runs/${run}/ckpt/`;
+export const stepPrefix = (run: string, step: number): string => `${ckptPrefix(run)}${step}/`;
+export const attemptPrefix = (run: string, attempt: number): string => `runs/${run}/attempts/${attempt}/`;
+
+/** A step dir name: digits only. Anything else (`42.orbax-checkpoint-tmp-…`) is in progress. */
+export const isStepName = (name: string): boolean => /^\d{1,18}$/.test(name);
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)).split(sep).join('/'))
+    .sort();
+}
+
+/** Runs `fn` over items, at most `width` at a time. */
+async function inParallel<T, R>(items: readonly T[], width: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
+  return out;
+}
+
+export interface UploadOptions {
+  run: string;
+  step: number;
+  attempt: number;
+  dir: string;
+  concurrency?: number;
+  onProgress?: (bytes: number, total: number) => void;
+}
+
+/** Uploads a finished step dir: every file (in parallel, hashed on the way), then the manifest. */
+export async function uploadCheckpoint(store: ObjectStore, o: UploadOptions): Promise<CheckpointManifest> {
+  const paths = await filesUnder(o.dir);
+  const sizes = await Promise.all(paths.map(async (p) => (await stat(join(o.dir, p))).size));
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const done = new Map<string, number>();
+  const report = () =>
+    o.onProgress?.(
+      [...done.values()].reduce((a, b) => a + b, 0),
+      total,
+    );
+  const prefix = stepPrefix(o.run, o.step);
+  const files = await inParallel(paths, o.concurrency ?? 4, async (p) => {
+    if (p === MANIFEST) throw new Error(`a checkpoint may not contain its own ${MANIFEST}`);
+    const r = await store.putFile(prefix + p, join(o.dir, p), {
+      onProgress: (n) => {
+        done.set(p, n);
+        report();
+      },
+    });
+    return { path: p, size: r.size, sha256: r.sha256 };
+  });
+  let metadata: Record<string, unknown> = {};
+  const metaFile = files.find((f) => f.path === 'adv-metadata.json');
+  if (metaFile)
+    metadata = JSON.parse(await readFile(join(o.dir, metaFile.path), 'utf8')) as Record<string, unknown>;
+  const manifest: CheckpointManifest = {
+    apiVersion: 'adventuretime.dev/v1alpha1',
+    kind: 'CheckpointManifest',
+    run: o.run,
+    step: o.step,
+    attempt: o.attempt,
+    createdAt: new Date().toISOString(),
+    totalBytes: total,
+    files,
+    metadata,
+  };
+  // LAST: from this write on, the checkpoint exists.
+  await store.put(prefix + MANIFEST, JSON.stringify(manifest, null, 2) + '\n');
+  return manifest;
+}
+
+/** Parses and checks a manifest's shape; returns a reason when it is not usable. */
+export function parseManifest(bytes: Uint8Array, run: string, step: number): CheckpointManifest | string {
+  let m: CheckpointManifest;
+  try {
+    m = JSON.parse(new TextDecoder().decode(bytes)) as CheckpointManifest;
+  } catch {
+    return 'manifest is not JSON';
+  }
+  if (m?.kind !== 'CheckpointManifest' || m.run !== run || m.step !== step || !Array.isArray(m.files)) {
+    return 'manifest does not describe this checkpoint';
+  }
+  for (const f of m.files) {
+    if (
+      typeof f.path !== 'string' ||
+      f.path.split('/').includes('..') ||
+      f.path.startsWith('/') ||
+      !/^[0-9a-f]{64}$/.test(f.sha256) ||
+      !Number.isInteger(f.size)
+    ) {
+      return `manifest entry ${JSON.stringify(f.path)} is malformed`;
+    }
+  }
+  return m;
+}
+
+export interface CheckpointInfo {
+  step: number;
+  manifest?: CheckpointManifest;
+  /** Why it does not count (no manifest, a size mismatch, …). */
+  problem?: string;
+}
+
+/**
+ * Every step in the store, newest first, each checked against its manifest by size (one LIST per
+ * step, no download). The sha256 check happens on restore.
+ */
+export async function listCheckpoints(store: ObjectStore, run: string): Promise<CheckpointInfo[]> {
+  const folders = await store.listFolders(ckptPrefix(run));
+  const steps = folders
+    .map((f) => f.slice(ckptPrefix(run).length, -1))
+    .filter(isStepName)
+    .map(Number)
+    .sort((a, b) => b - a);
+  const out: CheckpointInfo[] = [];
+  for (const step of steps) out.push(await checkStep(store, run, step));
+  return out;
+}
+
+async function checkStep(store: ObjectStore, run: string, step: number): Promise<CheckpointInfo> {
+  const prefix = stepPrefix(run, step);
+  const raw = await store.get(prefix + MANIFEST);
+  if (!raw) return { step, problem: 'no manifest (an upload that did not finish)' };
+  const m = parseManifest(raw, run, step);
+  if (typeof m === 'string') return { step, problem: m };
+  const sizes = new Map<string, number>();
+  for await (const o of store.list(prefix)) sizes.set(o.key.slice(prefix.length), o.size);
+  for (const f of m.files) {
+    const have = sizes.get(f.path);
+    if (have === undefined) return { step, manifest: m, problem: `${f.path} is missing` };
+    if (have !== f.size)
+      return { step, manifest: m, problem: `${f.path} is ${have} bytes, manifest says ${f.size}` };
+  }
+  return { step, manifest: m };
+}
+
+/** The highest step whose manifest exists and whose files are all there with the right sizes. */
+export async function latestCommitted(
+  store: ObjectStore,
+  run: string,
+): Promise<CheckpointManifest | undefined> {
+  const folders = await store.listFolders(ckptPrefix(run));
+  const steps = folders
+    .map((f) => f.slice(ckptPrefix(run).length, -1))
+    .filter(isStepName)
+    .map(Number)
+    .sort((a, b) => b - a);
+  for (const step of steps) {
+    const info = await checkStep(store, run, step);
+    if (info.manifest && !info.problem) return info.manifest;
+  }
+  return undefined;
+}
+
+export interface RestoreResult {
+  step: number;
+  manifest: CheckpointManifest;
+  /** Steps skipped on the way down, with why. */
+  skipped: { step: number; problem: string }[];
+}
+
+/**
+ * Restores the newest checkpoint that verifies completely (sizes and sha256 of every byte) into
+ * `<destRoot>/<step>/`, falling back step by step. Downloads go to a temporary dir renamed into
+ * place, so the workload never sees a half-restored step.
+ */
+export async function restoreLatest(
+  store: ObjectStore,
+  run: string,
+  destRoot: string,
+  opts: {
+    concurrency?: number;
+    onProgress?: (bytes: number, total: number) => void;
+    warn?: (msg: string) => void;
+    /** Only this step (no fallback). */
+    step?: number;
+  } = {},
+): Promise<RestoreResult | undefined> {
+  const skipped: { step: number; problem: string }[] = [];
+  const all = await listCheckpoints(store, run);
+  for (const info of all.filter((i) => opts.step === undefined || i.step === opts.step)) {
+    const skip = (problem: string) => {
+      skipped.push({ step: info.step, problem });
+      opts.warn?.(`checkpoint ${info.step} skipped: ${problem}`);
+    };
+    if (!info.manifest || info.problem) {
+      skip(info.problem ?? 'unreadable');
+      continue;
+    }
+    const m = info.manifest;
+    const tmp = join(destRoot, `.adv-restore-${info.step}-${process.pid}`);
+    await rm(tmp, { recursive: true, force: true });
+    const done = new Map<string, number>();
+    try {
+      await inParallel(m.files, opts.concurrency ?? 4, async (f) => {
+        const r = await store.getToFile(
+          stepPrefix(run, info.step) + f.path,
+          join(tmp, ...f.path.split('/')),
+          {
+            onProgress: (n) => {
+              done.set(f.path, n);
+              opts.onProgress?.(
+                [...done.values()].reduce((a, b) => a + b, 0),
+                m.totalBytes,
+              );
+            },
+          },
+        );
+        if (!r) throw new Error(`${f.path} is missing`);
+        if (r.size !== f.size || r.sha256 !== f.sha256)
+          throw new Error(
+            `${f.path} does not match its manifest (sha256 ${r.sha256.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`,
+          );
+      });
+      const dest = join(destRoot, String(info.step));
+      await rm(dest, { recursive: true, force: true });
+      await rename(tmp, dest);
+      return { step: info.step, manifest: m, skipped };
+    } catch (e) {
+      await rm(tmp, { recursive: true, force: true });
+      skip((e as Error).message);
+    }
+  }
+  return undefined;
+}
+
+export interface GcOptions {
+  /** Keep the newest K committed checkpoints (default 3). */
+  keepLast?: number;
+  /** Also keep every checkpoint whose step is a multiple of N. */
+  keepEvery?: number;
+  /** Uncommitted step dirs younger than this are left alone (an upload may be running). Default 1 h. */
+  graceMs?: number;
+  dryRun?: boolean;
+  now?: number;
+}
+
+/**
+ * Retention and garbage: deletes committed checkpoints beyond the retention rules, and step dirs
+ * that no manifest names (interrupted uploads) once they are older than the grace period.
+ * Manifests are deleted FIRST, so a half-finished delete leaves garbage, never a broken checkpoint.
+ */
+export async function gcCheckpoints(
+  store: ObjectStore,
+  run: string,
+  o: GcOptions = {},
+): Promise<{ deleted: string[]; kept: number[] }> {
+  const keepLast = o.keepLast ?? 3;
+  const now = o.now ?? Date.now();
+  const infos = await listCheckpoints(store, run);
+  const committed = infos.filter((i) => i.manifest && !i.problem).map((i) => i.step);
+  const keep = new Set(committed.slice(0, keepLast));
+  if (o.keepEvery) for (const s of committed) if (s % o.keepEvery === 0) keep.add(s);
+  const deleted: string[] = [];
+  for (const info of infos) {
+    if (keep.has(info.step)) continue;
+    const prefix = stepPrefix(run, info.step);
+    const objects: { key: string; lastModified?: Date }[] = [];
+    for await (const obj of store.list(prefix)) objects.push(obj);
+    const isGarbage = !info.manifest || Boolean(info.problem);
+    const newest = Math.max(0, ...objects.map((x) => x.lastModified?.getTime() ?? 0));
+    if (isGarbage && now - newest < (o.graceMs ?? 3_600_000)) continue;
+    const keys = objects.map((x) => x.key);
+    const manifest = keys.filter((k) => k.endsWith('/' + MANIFEST));
+    const rest = keys.filter((k) => !k.endsWith('/' + MANIFEST));
+    if (!o.dryRun) {
+      await store.delete(manifest);
+      await store.delete(rest);
+    }
+    deleted.push(...manifest, ...rest);
+  }
+  return { deleted, kept: [...keep].sort((a, b) => b - a) };
+}
+
+/** sha256 of a local file (for tests and tools). */
+export async function sha256File(path: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
+}

@@ -1,0 +1,134 @@
+/** A directory as an object store (`file:///path`): the embedded default. */
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { pathToFileURL } from 'node:url';
+import {
+  assertSafeKey,
+  type ObjectInfo,
+  type ObjectStore,
+  type TransferOptions,
+  type TransferResult,
+} from './types.js';
+
+const TMP = '.adv-tmp-';
+let seq = 0;
+
+/** A Transform that hashes and counts what passes through. */
+export function hashing(onProgress?: (bytes: number) => void): Transform & { result(): TransferResult } {
+  const h = createHash('sha256');
+  let size = 0;
+  const t = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      h.update(chunk);
+      size += chunk.length;
+      onProgress?.(size);
+      cb(null, chunk);
+    },
+  }) as Transform & { result(): TransferResult };
+  t.result = () => ({ size, sha256: h.digest('hex') });
+  return t;
+}
+
+export class FileStore implements ObjectStore {
+  readonly url: string;
+
+  constructor(readonly root: string) {
+    this.url = pathToFileURL(root).href;
+  }
+
+  private path(key: string): string {
+    assertSafeKey(key);
+    return join(this.root, ...key.split('/'));
+  }
+
+  /** Writes to a temporary name in the same folder, then renames: readers never see half a file. */
+  private async atomically(key: string, write: (tmp: string) => Promise<void>): Promise<void> {
+    const final = this.path(key);
+    await mkdir(dirname(final), { recursive: true });
+    const tmp = join(dirname(final), `${TMP}${process.pid}-${seq++}`);
+    try {
+      await write(tmp);
+      await rename(tmp, final);
+    } catch (e) {
+      await rm(tmp, { force: true });
+      throw e;
+    }
+  }
+
+  async put(key: string, body: Uint8Array | string): Promise<void> {
+    await this.atomically(key, (tmp) => writeFile(tmp, body));
+  }
+
+  async putFile(key: string, path: string, opts: TransferOptions = {}): Promise<TransferResult> {
+    const h = hashing(opts.onProgress);
+    await this.atomically(key, (tmp) => pipeline(createReadStream(path), h, createWriteStream(tmp)));
+    return h.result();
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    return readFile(this.path(key)).catch(notFound);
+  }
+
+  async getToFile(
+    key: string,
+    path: string,
+    opts: TransferOptions = {},
+  ): Promise<TransferResult | undefined> {
+    const src = this.path(key);
+    if (!(await stat(src).catch(() => undefined))) return undefined;
+    const h = hashing(opts.onProgress);
+    await mkdir(dirname(path), { recursive: true });
+    await pipeline(createReadStream(src), h, createWriteStream(path));
+    return h.result();
+  }
+
+  async getStream(key: string): Promise<Readable | undefined> {
+    const p = this.path(key);
+    return (await stat(p).catch(() => undefined)) ? createReadStream(p) : undefined;
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    const s = await stat(this.path(key)).catch(() => undefined);
+    return s?.isFile() ? { key, size: s.size, lastModified: s.mtime } : undefined;
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    const base =
+      prefix.endsWith('/') || prefix === '' ? prefix : prefix.slice(0, prefix.lastIndexOf('/') + 1);
+    const dir = base ? this.path(base.slice(0, -1)) : this.root;
+    const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+    const out: ObjectInfo[] = [];
+    for (const e of entries) {
+      if (!e.isFile() || e.name.startsWith(TMP)) continue;
+      const full = join(e.parentPath, e.name);
+      const key = relative(this.root, full).split(sep).join('/');
+      if (!key.startsWith(prefix)) continue;
+      const s = await stat(full).catch(() => undefined);
+      if (s) out.push({ key, size: s.size, lastModified: s.mtime });
+    }
+    out.sort((a, b) => (a.key < b.key ? -1 : 1));
+    yield* out;
+  }
+
+  async listFolders(prefix: string): Promise<string[]> {
+    const dir = prefix ? this.path(prefix.replace(/\/$/, '')) : this.root;
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    return entries
+      .filter((e) => e.isDirectory())
+      .map((e) => `${prefix}${e.name}/`)
+      .sort();
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    await Promise.all(keys.map((k) => rm(this.path(k), { force: true })));
+  }
+}
+
+function notFound(e: NodeJS.ErrnoException): undefined {
+  if (e.code === 'ENOENT' || e.code === 'EISDIR') return undefined;
+  throw e;
+}
