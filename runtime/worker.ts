@@ -68,7 +68,7 @@ export class Worker {
   private readonly settleMs: number;
 
   constructor(private readonly o: WorkerOptions) {
-    this.settleMs = o.settleMs ?? 1000;
+    this.settleMs = o.settleMs ?? 200;
   }
 
   get lastCommitted(): CheckpointManifest | undefined {
@@ -102,7 +102,7 @@ export class Worker {
     this.watcher.on('all', () => this.scheduleScan(100));
     await new Promise<void>((r) => this.watcher!.once('ready', () => r()));
     // Events can be missed or coalesced; a slow periodic scan backs them up.
-    this.scanTimer = setInterval(() => this.scheduleScan(0), Math.max(250, this.settleMs / 2));
+    this.scanTimer = setInterval(() => this.scheduleScan(0), Math.max(100, this.settleMs / 2));
     await this.heartbeat();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), (this.o.heartbeatSec ?? 15) * 1000);
     this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);

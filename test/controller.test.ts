@@ -181,6 +181,33 @@ describe('local specs repo', () => {
   });
 });
 
+describe('checkpoints through the controller', () => {
+  it('a run of the example workload on the local backend shows its latest checkpoint in status', async () => {
+    const train = readFileSync(join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py'), 'utf8');
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'storage.yaml':
+        'apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: store}}\n',
+      'train.py': train,
+      'runs/toy.yaml': runYaml('toy', ['python3', 'train.py', '--steps', '30', '--ckpt-every', '10']),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    const st = c.runStatus('toy')!.status;
+    expect(st.phase).toBe('Succeeded');
+    expect(st.checkpoint).toMatchObject({
+      step: 30,
+      uri: expect.stringMatching(/^file:\/\/.*\/store\/runs\/toy\/ckpt\/30\/$/),
+    });
+    expect(st.attempts[0]).toMatchObject({ lastStep: 30 });
+    expect(st.conditions.find((x) => x.type === 'Checkpointed')).toMatchObject({
+      status: 'True',
+      reason: 'Committed',
+    });
+    expect(existsSync(join(c.dataDir, 'store', 'runs', 'toy', 'ckpt', '30', 'manifest.json'))).toBe(true);
+  });
+});
+
 describe('crash safety (exactly-once submission)', () => {
   it('after a crash between the write-ahead record and the submit, submits once; after a crash after the submit, adopts', async () => {
     const wt = await workTree({

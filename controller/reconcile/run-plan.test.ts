@@ -285,6 +285,41 @@ describe('planRun', () => {
     expect(planRun({ name: 'r', desired: desired(base), current: sus }, ctx()).actions).toHaveLength(1);
   });
 
+  it('records the heartbeat’s checkpoint, and marks Lost when the heartbeat is too old', () => {
+    const hb = {
+      time: new Date(T0).toISOString(),
+      attempt: 1,
+      restoredFrom: 40,
+      lastCheckpoint: { step: 60, createdAt: 'c', uri: 'file:///s/runs/r/ckpt/60/' },
+    };
+    const withHb = planRun(
+      { name: 'r', desired: desired(base), current: running(), heartbeat: hb },
+      ctx(),
+    ).doc!;
+    expect(withHb.status.checkpoint).toEqual(hb.lastCheckpoint);
+    expect(withHb.status.attempts[0]).toMatchObject({ startStep: 40, lastStep: 60 });
+    expect(withHb.status.conditions.find((c) => c.type === 'Checkpointed')?.status).toBe('True');
+    const later = planRun(
+      { name: 'r', desired: desired(base), current: withHb },
+      ctx({ now: T0 + 601_000 }),
+    ).doc!;
+    expect(later.status.conditions.find((c) => c.type === 'Lost')).toMatchObject({
+      status: 'True',
+      reason: 'HeartbeatMissing',
+      message: 'no heartbeat for 601s (limit 600s)',
+    });
+    const fresh = planRun(
+      {
+        name: 'r',
+        desired: desired(base),
+        current: later,
+        heartbeat: { ...hb, time: new Date(T0 + 600_500).toISOString() },
+      },
+      ctx({ now: T0 + 601_000 }),
+    ).doc!;
+    expect(fresh.status.conditions.find((c) => c.type === 'Lost')).toBeUndefined();
+  });
+
   it('completes its own write-ahead record, waits on another controller’s until it is stale', () => {
     const p = planRun({ name: 'r', desired: desired(base) }, ctx());
     const mine = planRun({ name: 'r', desired: desired(base), current: p.doc! }, ctx());

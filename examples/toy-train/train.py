@@ -33,9 +33,8 @@ def save(ckpt_dir, step, state, pad_bytes):
         json.dump(state, f)
     if pad_bytes:
         # Deterministic filler, standing in for parameter shards.
-        rng = random.Random(step)
         with open(os.path.join(tmp, "shard-0.bin"), "wb") as f:
-            f.write(bytes(rng.getrandbits(8) for _ in range(pad_bytes)))
+            f.write(random.Random(step).randbytes(pad_bytes))
     with open(os.path.join(tmp, "adv-metadata.json"), "w") as f:
         json.dump({"framework": "toy", "python": sys.version.split()[0], "mesh": {"axes": ["data"], "shape": [1]}}, f)
     final = os.path.join(ckpt_dir, str(step))

@@ -37,7 +37,8 @@ export class FileStore implements ObjectStore {
   readonly url: string;
 
   constructor(readonly root: string) {
-    this.url = pathToFileURL(root).href;
+    // Ends in '/', like the S3 store's, so `url + key` is the object's URI.
+    this.url = pathToFileURL(root).href.replace(/\/?$/, '/');
   }
 
   private path(key: string): string {

@@ -1,0 +1,404 @@
+/**
+ * Checkpoints that cannot be half-written, on both stores: a directory (`file://`) and a real
+ * S3-protocol server on loopback (s3rver, behind a proxy that injects 500/503/dropped connections).
+ * `adv exec` runs as the bundled single file, as it does on a worker without node_modules.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  attemptPrefix,
+  latestCommitted,
+  listCheckpoints,
+  restoreLatest,
+  stepPrefix,
+  uploadCheckpoint,
+} from '../runtime/checkpoint.js';
+import { bundleExec } from '../runtime/bundle.js';
+import { openStore, type ObjectStore } from '../runtime/store/index.js';
+import { S3Store } from '../runtime/store/s3.js';
+import { startS3, type S3Server } from './helpers/s3.js';
+import { waitFor } from './helpers/wait.js';
+
+const TRAIN = join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py');
+let tmp: string;
+let bundle: string;
+let s3: S3Server;
+
+beforeAll(async () => {
+  tmp = await mkdtemp(join(tmpdir(), 'adv-ckpt-'));
+  // The worker runtime as one file, run from a folder with no node_modules anywhere above it.
+  const bare = join(tmp, 'worker');
+  await mkdir(bare);
+  await bundleExec(join(bare, 'adv-exec.mjs'));
+  bundle = join(bare, 'adv-exec.mjs');
+  s3 = await startS3();
+  Object.assign(process.env, s3.env);
+}, 120_000);
+afterAll(async () => {
+  await s3?.stop();
+  await rm(tmp, { recursive: true, force: true });
+});
+
+const stores: [string, () => Promise<{ store: ObjectStore; url: string }>][] = [
+  [
+    'file',
+    async () => {
+      const url = `file://${await mkdtemp(join(tmpdir(), 'adv-store-'))}`;
+      return { store: await openStore(url), url };
+    },
+  ],
+  [
+    's3',
+    async () => {
+      const url = s3.url(`t${Math.random().toString(36).slice(2, 8)}`);
+      return { store: await openStore(url, { ...process.env, ...s3.env }), url };
+    },
+  ],
+];
+
+async function stepDir(step: number, files: Record<string, string | Buffer>): Promise<string> {
+  const dir = join(tmp, `src-${step}-${Math.random().toString(36).slice(2)}`);
+  for (const [p, c] of Object.entries(files)) {
+    await mkdir(join(dir, p, '..'), { recursive: true });
+    await writeFile(join(dir, p), c);
+  }
+  return dir;
+}
+
+/** Runs the bundled adv exec; resolves to its exit code and output. */
+function advExec(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [bundle, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const done = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+  return { child, done, out: () => out };
+}
+
+describe.each(stores)('checkpoints on the %s store', (_name, make) => {
+  it('uploads files then the manifest, and restores the newest step that verifies', async () => {
+    const { store } = await make();
+    await uploadCheckpoint(store, {
+      run: 'r',
+      step: 10,
+      attempt: 1,
+      dir: await stepDir(10, { 'a.bin': 'ten', 'sub/b.bin': Buffer.alloc(70_000, 7) }),
+    });
+    await uploadCheckpoint(store, {
+      run: 'r',
+      step: 20,
+      attempt: 1,
+      dir: await stepDir(20, { 'a.bin': 'twenty', 'sub/b.bin': Buffer.alloc(70_000, 9) }),
+    });
+    expect((await latestCommitted(store, 'r'))?.step).toBe(20);
+    const dest = join(tmp, `restore-${Math.random()}`);
+    const r = await restoreLatest(store, 'r', dest);
+    expect(r?.step).toBe(20);
+    expect(readFileSync(join(dest, '20', 'a.bin'), 'utf8')).toBe('twenty');
+    expect(readFileSync(join(dest, '20', 'sub', 'b.bin'))).toEqual(Buffer.alloc(70_000, 9));
+  });
+
+  it('skips a step without a manifest, and one whose byte is corrupted, falling back to the previous', async () => {
+    const { store } = await make();
+    for (const step of [10, 20, 30]) {
+      await uploadCheckpoint(store, {
+        run: 'c',
+        step,
+        attempt: 1,
+        dir: await stepDir(step, { 'w.bin': Buffer.alloc(50_000, step) }),
+      });
+    }
+    // 30: the manifest never made it (an upload killed before its last write).
+    await store.delete([`${stepPrefix('c', 30)}manifest.json`]);
+    // 20: one byte flipped, same size, so only the sha256 can tell.
+    const bytes = Buffer.from((await store.get(`${stepPrefix('c', 20)}w.bin`))!);
+    bytes[12345] = bytes[12345]! ^ 0xff;
+    await store.put(`${stepPrefix('c', 20)}w.bin`, bytes);
+    const listed = await listCheckpoints(store, 'c');
+    expect(listed.map((i) => [i.step, i.problem ?? 'ok'])).toEqual([
+      [30, 'no manifest (an upload that did not finish)'],
+      [20, 'ok'], // sizes match: only a restore reads every byte
+      [10, 'ok'],
+    ]);
+    const warnings: string[] = [];
+    const r = await restoreLatest(store, 'c', join(tmp, `rc-${Math.random()}`), {
+      warn: (m) => warnings.push(m),
+    });
+    expect(r?.step).toBe(10);
+    expect(r?.skipped.map((s) => s.step)).toEqual([30, 20]);
+    expect(warnings[1]).toMatch(/^checkpoint 20 skipped: w\.bin does not match its manifest \(sha256 /);
+  });
+
+  it('survives SIGKILL of adv exec at 50 random moments: restore never picks a bad checkpoint, and the run resumes', async () => {
+    const { store, url } = await make();
+    const kills: number[] = [];
+    let lastGood = -1;
+    for (let i = 0; i < 50; i++) {
+      const job = join(tmp, `kill-${_name}-${i}`);
+      const e = advExec(
+        [
+          '--store',
+          url,
+          '--run',
+          'k',
+          '--attempt',
+          String(i + 1),
+          '--job-dir',
+          job,
+          '--',
+          'python3',
+          TRAIN,
+          '--steps',
+          '1000000',
+          '--ckpt-every',
+          '3',
+          '--ckpt-bytes',
+          '200000',
+          '--step-sleep',
+          '0.004',
+        ],
+        { ADV_CKPT_DIR: join(job, 'ckpt') },
+      );
+      const delay = 300 + Math.floor(Math.random() * 1200);
+      kills.push(delay);
+      await new Promise((r) => setTimeout(r, delay));
+      const exec = existsSync(join(job, 'exec.json'))
+        ? (JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number })
+        : undefined;
+      e.child.kill('SIGKILL');
+      if (exec) {
+        try {
+          process.kill(-exec.childPid, 'SIGKILL'); // the workload's group dies with the node, as on a lost host
+        } catch {
+          // already gone
+        }
+      }
+      await e.done;
+      // Whatever the store now calls committed restores byte for byte.
+      const latest = await latestCommitted(store, 'k');
+      if (latest) {
+        const r = await restoreLatest(store, 'k', join(job, 'verify'), { step: latest.step });
+        expect(r?.step, `after kill ${i} at ${delay} ms`).toBe(latest.step);
+        expect(latest.step).toBeGreaterThanOrEqual(lastGood);
+        lastGood = latest.step;
+      }
+    }
+    expect(lastGood).toBeGreaterThan(0);
+    // One more run to the end: it starts from the last committed step.
+    const final = join(tmp, `kill-${_name}-final`);
+    const target = lastGood + 9;
+    const e = advExec(
+      [
+        '--store',
+        url,
+        '--run',
+        'k',
+        '--attempt',
+        '51',
+        '--job-dir',
+        final,
+        '--',
+        'python3',
+        TRAIN,
+        '--steps',
+        String(target),
+        '--ckpt-every',
+        '3',
+      ],
+      {
+        ADV_CKPT_DIR: join(final, 'ckpt'),
+      },
+    );
+    expect(await e.done, e.out()).toBe(0);
+    expect(e.out()).toContain(`resumed from step ${lastGood}`);
+    expect(e.out()).toContain(`done: step ${target}`);
+    expect((await latestCommitted(store, 'k'))?.step).toBe(target);
+    console.log(
+      `${_name}: 50 SIGKILLs at ${Math.min(...kills)}–${Math.max(...kills)} ms; last committed step ${lastGood}; resumed and finished at ${target}`,
+    );
+  }, 300_000);
+
+  it('on SIGTERM: the workload’s last checkpoint in the grace period is committed and the exit record says Preempted', async () => {
+    const { store, url } = await make();
+    const job = join(tmp, `term-${_name}`);
+    const e = advExec(
+      [
+        '--store',
+        url,
+        '--run',
+        't',
+        '--attempt',
+        '1',
+        '--job-dir',
+        job,
+        '--grace',
+        '10',
+        '--',
+        'python3',
+        TRAIN,
+        '--steps',
+        '100000',
+        '--ckpt-every',
+        '100000',
+        '--step-sleep',
+        '0.01',
+      ],
+      {
+        ADV_CKPT_DIR: join(job, 'ckpt'),
+      },
+    );
+    await waitFor('training under way', () => e.out().includes('starting from scratch'));
+    await new Promise((r) => setTimeout(r, 500));
+    e.child.kill('SIGTERM');
+    expect(await e.done).toBe(143);
+    const stopped = /stopping at step (\d+) on signal 15/.exec(e.out());
+    expect(stopped, e.out()).not.toBeNull();
+    const step = Number(stopped![1]);
+    expect((await latestCommitted(store, 't'))?.step).toBe(step);
+    const exit = JSON.parse(
+      new TextDecoder().decode((await store.get(`${attemptPrefix('t', 1)}exit.json`))!),
+    ) as { reason: string; lastCheckpoint: { step: number } };
+    expect(exit).toMatchObject({ reason: 'Preempted', lastCheckpoint: { step } });
+    expect(JSON.parse(await readFile(join(job, 'exit.json'), 'utf8'))).toMatchObject({
+      reason: 'Preempted',
+      exitCode: 143,
+    });
+    // Logs and the heartbeat are in the store too.
+    const logs: string[] = [];
+    for await (const o of store.list(`${attemptPrefix('t', 1)}logs/`))
+      logs.push(new TextDecoder().decode((await store.get(o.key))!));
+    expect(logs.join('')).toContain(`stopping at step ${step}`);
+    expect(await store.head(`${attemptPrefix('t', 1)}heartbeat.json`)).toBeDefined();
+  });
+});
+
+describe('S3 under faults', () => {
+  it('retries 500, 503 SlowDown and dropped connections, and finishes the upload', async () => {
+    const store = new S3Store({
+      bucket: s3.bucket,
+      prefix: 'faults',
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+      retryBaseMs: 50,
+    });
+    const before = s3.faultsServed;
+    s3.fail(4, 'SlowDown');
+    s3.fail(3, 'InternalError');
+    s3.fail(2, 'Reset');
+    const m = await uploadCheckpoint(store, {
+      run: 'f',
+      step: 5,
+      attempt: 1,
+      dir: await stepDir(5, { 'a.bin': Buffer.alloc(300_000, 1), 'b.bin': 'b' }),
+    });
+    expect(s3.faultsServed - before).toBe(9);
+    expect((await latestCommitted(store, 'f'))?.step).toBe(5);
+    expect((await restoreLatest(store, 'f', join(tmp, 'fr')))?.manifest.files).toEqual(m.files);
+  });
+
+  it('reports nothing committed when the store keeps failing', async () => {
+    const store = new S3Store({
+      bucket: s3.bucket,
+      prefix: 'down',
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+      maxAttempts: 2,
+      transferRetries: 1,
+      retryBaseMs: 10,
+    });
+    await uploadCheckpoint(store, {
+      run: 'd',
+      step: 1,
+      attempt: 1,
+      dir: await stepDir(1, { 'x.bin': 'one' }),
+    });
+    s3.fail(1000, 'InternalError', 'PUT');
+    try {
+      await expect(
+        uploadCheckpoint(store, { run: 'd', step: 2, attempt: 1, dir: await stepDir(2, { 'x.bin': 'two' }) }),
+      ).rejects.toThrow(/InternalError|internal error/i);
+    } finally {
+      s3.clearFaults();
+    }
+    expect((await latestCommitted(store, 'd'))?.step).toBe(1);
+  });
+});
+
+describe('the example workload run twice with a SIGKILL in between', () => {
+  it.each(stores)('resumes at the last committed step (%s)', async (_name, make) => {
+    const { store, url } = await make();
+    const first = join(tmp, `twice-${_name}-1`);
+    const e1 = advExec(
+      [
+        '--store',
+        url,
+        '--run',
+        'twice',
+        '--attempt',
+        '1',
+        '--job-dir',
+        first,
+        '--',
+        'python3',
+        TRAIN,
+        '--steps',
+        '100000',
+        '--ckpt-every',
+        '5',
+        '--step-sleep',
+        '0.01',
+      ],
+      {
+        ADV_CKPT_DIR: join(first, 'ckpt'),
+      },
+    );
+    await waitFor(
+      'a committed checkpoint',
+      async () => (await latestCommitted(store, 'twice'))?.step,
+      30_000,
+      100,
+    );
+    const exec = JSON.parse(readFileSync(join(first, 'exec.json'), 'utf8')) as { childPid: number };
+    e1.child.kill('SIGKILL');
+    process.kill(-exec.childPid, 'SIGKILL');
+    await e1.done;
+    const committed = (await latestCommitted(store, 'twice'))!.step;
+    const second = join(tmp, `twice-${_name}-2`);
+    await cp(TRAIN, join(tmp, 'train-copy.py'));
+    const e2 = advExec(
+      [
+        '--store',
+        url,
+        '--run',
+        'twice',
+        '--attempt',
+        '2',
+        '--job-dir',
+        second,
+        '--',
+        'python3',
+        TRAIN,
+        '--steps',
+        String(committed + 5),
+        '--ckpt-every',
+        '5',
+      ],
+      {
+        ADV_CKPT_DIR: join(second, 'ckpt'),
+      },
+    );
+    expect(await e2.done, e2.out()).toBe(0);
+    expect(e2.out()).toContain(`restored checkpoint ${committed}`);
+    expect(e2.out()).toContain(`resumed from step ${committed}`);
+    expect(e2.out()).toContain(`done: step ${committed + 5}`);
+  });
+});
