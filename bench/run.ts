@@ -10,6 +10,7 @@ const BENCHES: Record<string, string> = {
   'controller-scale': './controller-scale.ts',
   latency: './latency.ts',
   git: './git.ts',
+  checkpoint: './checkpoint.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -8,30 +8,14 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
+import type { CheckpointManifest } from './manifest-schema.js';
 import type { ObjectStore } from './store/types.js';
 
 export const MANIFEST = 'manifest.json';
 /** A file the workload writes last into a step dir to say it is complete (optional). */
 export const COMMITTED_MARKER = 'COMMITTED';
 
-export interface ManifestFile {
-  path: string;
-  size: number;
-  sha256: string;
-}
-
-export interface CheckpointManifest {
-  apiVersion: 'adventuretime.dev/v1alpha1';
-  kind: 'CheckpointManifest';
-  run: string;
-  step: number;
-  attempt: number;
-  createdAt: string;
-  totalBytes: number;
-  files: ManifestFile[];
-  /** Free-form: the workload's mesh/partitioning, framework versions (from `adv-metadata.json`). */
-  metadata: Record<string, unknown>;
-}
+export type { CheckpointManifest, ManifestFile } from './manifest-schema.js';
 
 export const ckptPrefix = (run: string): string => `runs/${run}/ckpt/`;
 export const stepPrefix = (run: string, step: number): string => `${ckptPrefix(run)}${step}/`;

@@ -6,6 +6,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CheckpointManifestSchema } from '../../runtime/manifest-schema.js';
 import { KINDS, SCHEMAS, type Kind } from './schema.js';
 
 /** File name of a kind's schema: `run.schema.json`, `dag.schema.json`, … */
@@ -85,6 +86,14 @@ export function referenceMarkdown(): string {
 export function generatedFiles(): Map<string, string> {
   const files = new Map<string, string>();
   for (const kind of KINDS) files.set(join('crds', schemaFileName(kind)), schemaJson(kind));
+  files.set(
+    join('crds', 'checkpointmanifest.schema.json'),
+    JSON.stringify(
+      { $schema: 'http://json-schema.org/draft-07/schema#', ...CheckpointManifestSchema },
+      null,
+      2,
+    ) + '\n',
+  );
   files.set(join('docs', 'reference', 'specs.md'), referenceMarkdown());
   return files;
 }

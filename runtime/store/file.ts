@@ -15,6 +15,8 @@ import {
 } from './types.js';
 
 const TMP = '.adv-tmp-';
+/** Large reads: fewer, bigger chunks through the hash (node streams default to 64 KiB). */
+export const CHUNK = 4 * 1024 * 1024;
 let seq = 0;
 
 /** A Transform that hashes and counts what passes through. */
@@ -66,7 +68,13 @@ export class FileStore implements ObjectStore {
 
   async putFile(key: string, path: string, opts: TransferOptions = {}): Promise<TransferResult> {
     const h = hashing(opts.onProgress);
-    await this.atomically(key, (tmp) => pipeline(createReadStream(path), h, createWriteStream(tmp)));
+    await this.atomically(key, (tmp) =>
+      pipeline(
+        createReadStream(path, { highWaterMark: CHUNK }),
+        h,
+        createWriteStream(tmp, { highWaterMark: CHUNK }),
+      ),
+    );
     return h.result();
   }
 
@@ -83,7 +91,11 @@ export class FileStore implements ObjectStore {
     if (!(await stat(src).catch(() => undefined))) return undefined;
     const h = hashing(opts.onProgress);
     await mkdir(dirname(path), { recursive: true });
-    await pipeline(createReadStream(src), h, createWriteStream(path));
+    await pipeline(
+      createReadStream(src, { highWaterMark: CHUNK }),
+      h,
+      createWriteStream(path, { highWaterMark: CHUNK }),
+    );
     return h.result();
   }
 

@@ -20,7 +20,7 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { hashing } from './file.js';
+import { CHUNK, hashing } from './file.js';
 import {
   assertSafeKey,
   type ObjectInfo,
@@ -122,7 +122,7 @@ export class S3Store implements ObjectStore {
     const { size } = await stat(path);
     return this.withRetries(`upload ${path} to ${key}`, async () => {
       const h = hashing(opts.onProgress);
-      const body = createReadStream(path).pipe(h);
+      const body = createReadStream(path, { highWaterMark: CHUNK }).pipe(h);
       const upload = new Upload({
         client: this.client,
         params: { Bucket: this.bucket, Key: this.k(key), Body: body, ContentLength: size },
