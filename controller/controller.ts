@@ -625,31 +625,18 @@ export class Controller {
       byBackend.set(a.backend, list);
     }
     const out = new Map<string, ObservedJob>();
+    const unknown = (handles: JobHandle[], reason: string, message: string) => {
+      for (const h of handles)
+        out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason, message });
+    };
     await Promise.all(
       [...byBackend].map(async ([backend, handles]) => {
         const b = this.backends.get(backend)?.instance;
-        if (!b) {
-          for (const h of handles)
-            out.set(h.jobName, {
-              jobName: h.jobName,
-              jobId: h.jobId,
-              state: 'Unknown',
-              reason: 'NoAdapter',
-              message: `backend ${backend} is not loaded`,
-            });
-          return;
-        }
+        if (!b) return unknown(handles, 'NoAdapter', `backend ${backend} is not loaded`);
         try {
           for (const o of await b.poll(handles)) out.set(o.jobName, o);
         } catch (e) {
-          for (const h of handles)
-            out.set(h.jobName, {
-              jobName: h.jobName,
-              jobId: h.jobId,
-              state: 'Unknown',
-              reason: 'PollFailed',
-              message: errText(e),
-            });
+          unknown(handles, 'PollFailed', errText(e));
         }
       }),
     );

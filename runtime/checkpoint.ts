@@ -135,15 +135,19 @@ export interface CheckpointInfo {
  * step, no download). The sha256 check happens on restore.
  */
 export async function listCheckpoints(store: ObjectStore, run: string): Promise<CheckpointInfo[]> {
-  const folders = await store.listFolders(ckptPrefix(run));
-  const steps = folders
-    .map((f) => f.slice(ckptPrefix(run).length, -1))
+  const out: CheckpointInfo[] = [];
+  for (const step of await stepsNewestFirst(store, run)) out.push(await checkStep(store, run, step));
+  return out;
+}
+
+/** Step numbers that have a folder in the store, newest first. */
+async function stepsNewestFirst(store: ObjectStore, run: string): Promise<number[]> {
+  const prefix = ckptPrefix(run);
+  return (await store.listFolders(prefix))
+    .map((f) => f.slice(prefix.length, -1))
     .filter(isStepName)
     .map(Number)
     .sort((a, b) => b - a);
-  const out: CheckpointInfo[] = [];
-  for (const step of steps) out.push(await checkStep(store, run, step));
-  return out;
 }
 
 async function checkStep(store: ObjectStore, run: string, step: number): Promise<CheckpointInfo> {
@@ -168,13 +172,7 @@ export async function latestCommitted(
   store: ObjectStore,
   run: string,
 ): Promise<CheckpointManifest | undefined> {
-  const folders = await store.listFolders(ckptPrefix(run));
-  const steps = folders
-    .map((f) => f.slice(ckptPrefix(run).length, -1))
-    .filter(isStepName)
-    .map(Number)
-    .sort((a, b) => b - a);
-  for (const step of steps) {
+  for (const step of await stepsNewestFirst(store, run)) {
     const info = await checkStep(store, run, step);
     if (info.manifest && !info.problem) return info.manifest;
   }

@@ -193,7 +193,8 @@ export class S3Store implements ObjectStore {
     });
   }
 
-  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+  /** Every page of a ListObjectsV2 (1,000 keys a page), with or without a delimiter. */
+  private async *pages(prefix: string, delimiter?: string) {
     let token: string | undefined;
     do {
       const page = await this.withRetries(`list ${prefix}`, () =>
@@ -201,10 +202,18 @@ export class S3Store implements ObjectStore {
           new ListObjectsV2Command({
             Bucket: this.bucket,
             Prefix: this.prefix + prefix,
+            ...(delimiter ? { Delimiter: delimiter } : {}),
             ...(token ? { ContinuationToken: token } : {}),
           }),
         ),
       );
+      yield page;
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    for await (const page of this.pages(prefix)) {
       for (const o of page.Contents ?? []) {
         yield {
           key: o.Key!.slice(this.prefix.length),
@@ -212,27 +221,14 @@ export class S3Store implements ObjectStore {
           ...(o.LastModified ? { lastModified: o.LastModified } : {}),
         };
       }
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
+    }
   }
 
   async listFolders(prefix: string): Promise<string[]> {
     const out: string[] = [];
-    let token: string | undefined;
-    do {
-      const page = await this.withRetries(`list ${prefix}`, () =>
-        this.client.send(
-          new ListObjectsV2Command({
-            Bucket: this.bucket,
-            Prefix: this.prefix + prefix,
-            Delimiter: '/',
-            ...(token ? { ContinuationToken: token } : {}),
-          }),
-        ),
-      );
+    for await (const page of this.pages(prefix, '/')) {
       for (const p of page.CommonPrefixes ?? []) out.push(p.Prefix!.slice(this.prefix.length));
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
+    }
     return out.sort();
   }
 
