@@ -162,7 +162,7 @@ export class S3Store implements ObjectStore {
       }
       await mkdir(dirname(path), { recursive: true });
       const h = hashing(opts.onProgress);
-      await pipeline(r.Body as Readable, h, createWriteStream(path));
+      await pipeline(r.Body as Readable, h, createWriteStream(path, { highWaterMark: CHUNK }));
       return h.result();
     });
   }
