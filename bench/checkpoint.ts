@@ -103,21 +103,22 @@ async function main(): Promise<void> {
       );
       row(`S3 upload, ${label}`, plainUp, oursUp);
       const dl = join(dir, 'dl');
-      const plainOnce = () => timed(async () => {
-        let next = 0;
-        await Promise.all(
-          Array.from({ length: 4 }, async () => {
-            while (next < files.length) {
-              const f = files[next++]!;
-              const r = await client.send(
-                new GetObjectCommand({ Bucket: 'bench', Key: `plain/${label}/${f}` }),
-              );
-              await mkdir(join(dl, 'plain'), { recursive: true });
-              await pipeline(r.Body as Readable, createWriteStream(join(dl, 'plain', f)));
-            }
-          }),
-        );
-      });
+      const plainOnce = () =>
+        timed(async () => {
+          let next = 0;
+          await Promise.all(
+            Array.from({ length: 4 }, async () => {
+              while (next < files.length) {
+                const f = files[next++]!;
+                const r = await client.send(
+                  new GetObjectCommand({ Bucket: 'bench', Key: `plain/${label}/${f}` }),
+                );
+                await mkdir(join(dl, 'plain'), { recursive: true });
+                await pipeline(r.Body as Readable, createWriteStream(join(dl, 'plain', f)));
+              }
+            }),
+          );
+        });
       const oursOnce = async () => {
         await rm(join(dl, 'ours'), { recursive: true, force: true });
         return timed(() => restoreLatest(s3store, label.replace(/ /g, '-'), join(dl, 'ours')));

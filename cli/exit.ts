@@ -15,6 +15,8 @@ export const ExitCode = {
   NotFound: 3,
   /** A remote (git, backend, store) failed. */
   Remote: 4,
+  /** Gave up waiting (`adv controller --once --timeout`). */
+  Timeout: 5,
   /** A bug: an error without a code. */
   Internal: 70,
 } as const;
@@ -26,6 +28,7 @@ const byCode: Record<string, number> = {
   [ErrorCode.GitError]: ExitCode.Remote,
   [ErrorCode.PushRejected]: ExitCode.Remote,
   [ErrorCode.BackendError]: ExitCode.Remote,
+  [ErrorCode.Waiting]: ExitCode.Timeout,
 };
 
 /** Prints the error for a person and returns the exit code. */

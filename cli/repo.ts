@@ -1,5 +1,6 @@
 /** Resolving `--repo` and the data dir the way every command does. */
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AdvError, ErrorCode } from '../controller/index.js';
@@ -8,7 +9,16 @@ import { isRemoteUrl } from '../controller/git/specs-repo.js';
 
 /** `--repo` or, by default, the repository the current directory is in. */
 export async function resolveRepo(repo: string | undefined, cwd: string): Promise<string> {
-  if (repo) return isRemoteUrl(repo) ? repo : resolve(cwd, repo);
+  if (repo) {
+    if (isRemoteUrl(repo)) return repo;
+    const path = resolve(cwd, repo);
+    if (!existsSync(path)) {
+      throw new AdvError(ErrorCode.NotFound, `${path} does not exist`, {
+        hint: `check --repo, or create a specs repo with "adv init ${repo}"`,
+      });
+    }
+    return path;
+  }
   try {
     return (await git(['rev-parse', '--show-toplevel'], { cwd })).toString('utf8').trim();
   } catch {

@@ -15,7 +15,7 @@ import pino, { type Logger } from 'pino';
 import { argvFor } from '../runtime/exec.js';
 import { BACKEND_FACTORIES } from './backends/registry.js';
 import type { Backend, BackendFactory, JobHandle, ObservedJob } from './backends/types.js';
-import { isAdvError } from './errors.js';
+import { AdvError, ErrorCode, isAdvError } from './errors.js';
 import { readJsonCache, writeJsonCache } from './internal/json-cache.js';
 import { SpecsRepo, type SpecsRepoOptions } from './git/specs-repo.js';
 import { GitTreeSource, TreeListingCache } from './git/tree-source.js';
@@ -100,6 +100,8 @@ export class Controller {
   private readonly heartbeatReadAt = new Map<string, number>();
   private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
   private controllerId = '';
+  private lastFetchError: string | undefined;
+  private warnedNoSpecs = false;
   private statusCacheSavedAt = 0;
   private nextFetchAt = 0;
   private nextResyncAt = 0;
@@ -199,6 +201,7 @@ export class Controller {
         if (!this.remoteReachable) this.logger.info('specs repo reachable again');
         this.remoteReachable = true;
       } catch (e) {
+        this.lastFetchError = errText(e);
         if (this.remoteReachable)
           this.logger.warn({ err: errText(e) }, 'cannot fetch the specs repo; reconciling what is known');
         this.remoteReachable = false;
@@ -301,10 +304,31 @@ export class Controller {
     const deadline = this.now() + (opts.timeoutMs ?? 10 * 60_000);
     for (;;) {
       await this.pass();
+      // Nothing known to reconcile: say why instead of finishing "successfully" having done nothing.
+      if (!this.specHead) throw this.noSpecsError();
       if (this.idle()) return;
-      if (this.now() > deadline) throw new Error('timed out waiting for runs to finish');
+      if (this.now() > deadline) {
+        throw new AdvError(
+          ErrorCode.Waiting,
+          `timed out after ${Math.round((opts.timeoutMs ?? 600_000) / 1000)}s with runs still in flight`,
+          {
+            hint: 'adv get runs shows which; raise --timeout, or run the controller without --once',
+          },
+        );
+      }
       await this.sleep(Math.min(this.opts.pollIntervalMs ?? 2000, 250));
     }
+  }
+
+  private noSpecsError(): AdvError {
+    const where = `branch ${this.repo.branch} of ${this.repo.location}`;
+    return this.lastFetchError
+      ? new AdvError(ErrorCode.GitError, `cannot read ${where}: ${this.lastFetchError}`, {
+          hint: 'check the URL, the network, and ADV_GIT_TOKEN; the controller acts only on what it has fetched',
+        })
+      : new AdvError(ErrorCode.NotFound, `${where} does not exist`, {
+          hint: `commit your specs to ${this.repo.branch}, or pass --branch with the branch you use`,
+        });
   }
 
   /** Runs until `stop()`. */
@@ -313,6 +337,10 @@ export class Controller {
     while (!this.stopped) {
       try {
         await this.pass();
+        if (!this.specHead && !this.warnedNoSpecs) {
+          this.warnedNoSpecs = true;
+          this.logger.error({ err: this.noSpecsError().message }, 'nothing to reconcile yet');
+        }
       } catch (e) {
         this.logger.error({ err: errText(e) }, 'reconcile pass failed; retrying');
         if (e instanceof StatusConflict) await this.recoverFromConflict();

@@ -114,6 +114,18 @@ describe('adv, as in the quickstart', () => {
   });
 });
 
+describe('adv controller on bad input', () => {
+  it('names a missing repo, and a missing branch, instead of finishing having done nothing', async () => {
+    const missing = await adv(['controller', '--once', '--repo', join(tmp, 'nope')], tmp);
+    expect(missing.code).toBe(3);
+    expect(missing.err).toContain(`${join(tmp, 'nope')} does not exist`);
+    const noBranch = await adv(['controller', '--once', '--branch', 'trunk', '--log-level', 'silent']);
+    expect(noBranch.code).toBe(3);
+    expect(noBranch.err).toContain(`branch trunk of ${repo} does not exist`);
+    expect(noBranch.err).toContain('fix: commit your specs to trunk, or pass --branch');
+  });
+});
+
 describe('adv apply to a remote repo', () => {
   let server: GitHttpServer;
   beforeAll(async () => {
