@@ -1,0 +1,196 @@
+/**
+ * SSH as a command protocol: one ssh2 connection per host, reused; channels multiplexed and bounded
+ * below OpenSSH's default MaxSessions (10); keepalive; reconnect on the next command after a drop.
+ * Host keys are checked against known_hosts (plain and hashed entries); a first-seen key is trusted
+ * only with `hostKeyPolicy: accept-new`. Commands are argument vectors joined by `shellJoin`.
+ */
+import { createHmac } from 'node:crypto';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import type { Readable } from 'node:stream';
+import pLimit from 'p-limit';
+import { Client, type ConnectConfig } from 'ssh2';
+import { AdvError, ErrorCode } from '../../errors.js';
+import { shellJoin } from '../../internal/shell.js';
+
+export interface SshConnection {
+  host: string;
+  port?: number;
+  user?: string;
+  identityFile?: string;
+  knownHostsFile?: string;
+  hostKeyPolicy?: 'strict' | 'accept-new';
+  keepaliveSec?: number;
+}
+
+export interface ExecResult {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+}
+
+const expandHome = (p: string): string => (p.startsWith('~/') ? homedir() + p.slice(1) : p);
+
+/** The name a host has in known_hosts: `host`, or `[host]:port` off port 22. */
+export const knownHostsName = (host: string, port: number): string =>
+  port === 22 ? host : `[${host}]:${port}`;
+
+/** Keys known for a host name, from known_hosts text (plain and `|1|salt|hash` entries). */
+export function knownKeys(text: string, name: string): Buffer[] {
+  const out: Buffer[] = [];
+  for (const line of text.split('\n')) {
+    const t = line.trim();
+    if (!t || t.startsWith('#')) continue;
+    const [hosts, , key] = t.split(/\s+/);
+    if (!hosts || !key) continue;
+    const match = hosts.split(',').some((h) => {
+      if (h.startsWith('|1|')) {
+        const [, , salt, hash] = h.split('|');
+        return createHmac('sha1', Buffer.from(salt!, 'base64')).update(name).digest('base64') === hash;
+      }
+      return h === name;
+    });
+    if (match) out.push(Buffer.from(key, 'base64'));
+  }
+  return out;
+}
+
+export class SshTransport {
+  private client: Client | undefined;
+  private connecting: Promise<Client> | undefined;
+  private readonly slots: ReturnType<typeof pLimit>;
+  private readonly port: number;
+  /** Channels opened since start (tests check none leak). */
+  channelsOpened = 0;
+  channelsOpen = 0;
+
+  constructor(
+    readonly conn: SshConnection,
+    opts: { maxChannels?: number } = {},
+  ) {
+    this.port = conn.port ?? 22;
+    this.slots = pLimit(Math.min(opts.maxChannels ?? 8, 9));
+  }
+
+  get where(): string {
+    return `${this.conn.user ? this.conn.user + '@' : ''}${this.conn.host}:${this.port}`;
+  }
+
+  private connect(): Promise<Client> {
+    if (this.client) return Promise.resolve(this.client);
+    this.connecting ??= new Promise<Client>((resolve, reject) => {
+      const c = new Client();
+      let hostKeyProblem: string | undefined;
+      const name = knownHostsName(this.conn.host, this.port);
+      const khFile = expandHome(this.conn.knownHostsFile ?? '~/.ssh/known_hosts');
+      const config: ConnectConfig = {
+        host: this.conn.host,
+        port: this.port,
+        username: this.conn.user ?? process.env.USER ?? 'root',
+        keepaliveInterval: (this.conn.keepaliveSec ?? 15) * 1000,
+        keepaliveCountMax: 3,
+        readyTimeout: 20_000,
+        hostVerifier: (key: Buffer) => {
+          const known = existsSync(khFile) ? knownKeys(readFileSync(khFile, 'utf8'), name) : [];
+          if (known.some((k) => k.equals(key))) return true;
+          if (known.length > 0) {
+            hostKeyProblem = `the host key of ${name} does not match ${khFile}: if the host was reinstalled, remove its old line; otherwise someone may be in the middle`;
+            return false;
+          }
+          if (this.conn.hostKeyPolicy === 'accept-new') {
+            const type = key.subarray(4, 4 + key.readUInt32BE(0)).toString();
+            appendFileSync(khFile, `${name} ${type} ${key.toString('base64')}\n`);
+            return true;
+          }
+          hostKeyProblem = `${name} is not in ${khFile}: add it (ssh-keyscan -p ${this.port} ${this.conn.host} >> ${khFile}), or set connection.hostKeyPolicy: accept-new`;
+          return false;
+        },
+      };
+      if (this.conn.identityFile) config.privateKey = readFileSync(expandHome(this.conn.identityFile));
+      else if (process.env.SSH_AUTH_SOCK) config.agent = process.env.SSH_AUTH_SOCK;
+      c.once('ready', () => {
+        this.client = c;
+        this.connecting = undefined;
+        resolve(c);
+      });
+      c.once('error', (e: Error & { level?: string; code?: string }) => {
+        this.connecting = undefined;
+        this.client = undefined;
+        const msg = hostKeyProblem
+          ? hostKeyProblem
+          : e.level === 'client-authentication'
+            ? `authentication as ${config.username} refused by ${this.where}: check connection.identityFile or your ssh agent`
+            : `cannot connect to ${this.where}: ${e.message}`;
+        reject(
+          new AdvError(ErrorCode.BackendError, msg, {
+            unreachable: !hostKeyProblem && e.level !== 'client-authentication',
+          }),
+        );
+      });
+      c.on('close', () => {
+        if (this.client === c) this.client = undefined;
+      });
+      c.connect(config);
+    });
+    return this.connecting;
+  }
+
+  /** Runs an argument vector on the host; stdin from `input`. Never throws for a non-zero exit. */
+  exec(
+    argv: readonly string[],
+    opts: { input?: Buffer | string | Readable; timeoutMs?: number } = {},
+  ): Promise<ExecResult> {
+    return this.slots(async () => {
+      const client = await this.connect();
+      return new Promise<ExecResult>((resolve, reject) => {
+        client.exec(shellJoin(argv), (err, stream) => {
+          if (err) {
+            this.client = undefined; // a channel that cannot open: start over next time
+            client.end();
+            return reject(
+              new AdvError(ErrorCode.BackendError, `ssh ${this.where}: ${err.message}`, {
+                unreachable: true,
+              }),
+            );
+          }
+          this.channelsOpened++;
+          this.channelsOpen++;
+          const out: Buffer[] = [];
+          const errs: Buffer[] = [];
+          let timer: NodeJS.Timeout | undefined;
+          if (opts.timeoutMs) {
+            timer = setTimeout(() => {
+              stream.close();
+              reject(
+                new AdvError(
+                  ErrorCode.BackendError,
+                  `ssh ${this.where}: ${argv[0]} timed out after ${opts.timeoutMs} ms`,
+                  { unreachable: true },
+                ),
+              );
+            }, opts.timeoutMs);
+          }
+          stream.on('data', (b: Buffer) => out.push(b));
+          stream.stderr.on('data', (b: Buffer) => errs.push(b));
+          stream.on('close', (code: number | null) => {
+            this.channelsOpen--;
+            if (timer) clearTimeout(timer);
+            resolve({
+              code: code ?? 255,
+              stdout: Buffer.concat(out),
+              stderr: Buffer.concat(errs).toString('utf8'),
+            });
+          });
+          if (opts.input === undefined) stream.end();
+          else if (typeof opts.input === 'string' || Buffer.isBuffer(opts.input)) stream.end(opts.input);
+          else opts.input.pipe(stream);
+        });
+      });
+    });
+  }
+
+  close(): void {
+    this.client?.end();
+    this.client = undefined;
+  }
+}

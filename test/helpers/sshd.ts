@@ -1,0 +1,102 @@
+/**
+ * A real OpenSSH sshd on loopback for tests: a fresh host key and client key in a temporary dir,
+ * key-only auth, a random port, run in the foreground (-D) so the test owns its lifetime.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+
+export interface Sshd {
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  knownHostsFile: string;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+export async function startSshd(): Promise<Sshd> {
+  const dir = await mkdtemp(join(tmpdir(), 'adv-sshd-'));
+  const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', file]);
+  keygen(join(dir, 'hostkey'));
+  keygen(join(dir, 'client'));
+  writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'client.pub')));
+  const port = await freePort();
+  const hostPub = readFileSync(join(dir, 'hostkey.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ');
+  writeFileSync(join(dir, 'known_hosts'), `[127.0.0.1]:${port} ${hostPub}\n`);
+  writeFileSync(
+    join(dir, 'sshd_config'),
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${join(dir, 'hostkey')}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+      'PermitRootLogin prohibit-password',
+      'PubkeyAuthentication yes',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      'StrictModes no',
+      'MaxSessions 10',
+      'LogLevel ERROR',
+      'Subsystem sftp /usr/lib/openssh/sftp-server',
+    ].join('\n') + '\n',
+  );
+  mkdirSync('/run/sshd', { recursive: true });
+  const child: ChildProcess = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', join(dir, 'sshd_config')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
+  // Up when the port accepts connections.
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`sshd did not start: ${err}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    host: '127.0.0.1',
+    port,
+    user: userInfo().username,
+    identityFile: join(dir, 'client'),
+    knownHostsFile: join(dir, 'known_hosts'),
+    dir,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 50));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Whether sshd can run here (Debian openssh-server installed). */
+export function haveSshd(): boolean {
+  try {
+    execFileSync('/usr/sbin/sshd', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    // `sshd -V` exits non-zero but prints its version when it exists.
+    return (e as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
+}
