@@ -1,0 +1,346 @@
+/**
+ * `ssh`: a plain host reached over SSH. Per job, a dir under the backend's work root holding a
+ * generated POSIX `run.sh` and an `env` file (every value quoted by `shellQuote`); the job runs
+ * `nohup setsid sh run.sh` in its own session, under the bundled `adv exec`, which leaves the same
+ * `exec.json` / `exit.json` records as on the local backend. Code and the runtime are shipped once
+ * per host, content-addressed, and verified by sha256 after the copy.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { NativeGit } from '../../git/native.js';
+import { shellJoin, shellQuote } from '../../internal/shell.js';
+import type { Backend as BackendObject } from '../../spec/schema.js';
+import {
+  JobState,
+  type Backend,
+  type BackendContext,
+  type BackendFactory,
+  type JobHandle,
+  type JobRequest,
+  type ObservedJob,
+} from '../types.js';
+import { buildPayload, codeTree } from './payload.js';
+import { SshTransport } from './transport.js';
+
+const CANCEL_GRACE_MS = 10_000;
+
+/** Where the bundled worker runtime is (built by `npm run build`). */
+export function execBundlePath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const p of [
+    join(here, '..', '..', '..', 'adv-exec.mjs'),
+    join(here, '..', '..', '..', 'dist', 'adv-exec.mjs'),
+  ])
+    if (existsSync(p)) return p;
+  throw new Error('dist/adv-exec.mjs is missing: run `npm run build` (backends ship the bundled adv exec)');
+}
+
+export class SshBackend implements Backend {
+  readonly type: 'ssh' | 'slurm' = 'ssh';
+  readonly transport: SshTransport;
+  private rootDir: string | undefined;
+  private readonly shipped = new Set<string>();
+
+  constructor(
+    readonly name: string,
+    protected readonly spec: BackendObject['spec'],
+    protected readonly ctx: BackendContext,
+  ) {
+    const c = spec.connection!;
+    this.transport = new SshTransport({
+      host: c.host,
+      ...(c.port ? { port: c.port } : {}),
+      ...(c.user ? { user: c.user } : {}),
+      ...(c.identityFile ? { identityFile: c.identityFile } : {}),
+      ...(c.knownHostsFile ? { knownHostsFile: c.knownHostsFile } : {}),
+      ...(c.hostKeyPolicy ? { hostKeyPolicy: c.hostKeyPolicy } : {}),
+      ...(c.keepaliveSec ? { keepaliveSec: c.keepaliveSec } : {}),
+    });
+  }
+
+  /** Runs a command; throws with the host's own message when it fails. */
+  protected async run(argv: string[], input?: Buffer | string): Promise<string> {
+    const r = await this.transport.exec(argv, input === undefined ? {} : { input });
+    if (r.code !== 0)
+      throw new Error(
+        `${argv[0]} on ${this.transport.where} failed (exit ${r.code}): ${r.stderr.trim() || r.stdout.toString().trim()}`,
+      );
+    return r.stdout.toString('utf8');
+  }
+
+  /** The backend's root on the host, with `~` expanded there. */
+  protected async root(): Promise<string> {
+    if (this.rootDir) return this.rootDir;
+    const configured = this.spec.paths?.root ?? '~/.adventuretime';
+    const home = (await this.run(['sh', '-c', 'cd && pwd'])).trim();
+    this.rootDir =
+      configured === '~' ? home : configured.startsWith('~/') ? `${home}/${configured.slice(2)}` : configured;
+    return this.rootDir;
+  }
+
+  protected async workRoot(): Promise<string> {
+    const w = this.spec.paths?.work;
+    return w
+      ? w.startsWith('~/')
+        ? `${(await this.root()).replace(/\/\.adventuretime$/, '')}/${w.slice(2)}`
+        : w
+      : `${await this.root()}/work`;
+  }
+
+  /** Copies bytes to `path` on the host once (skipped when already there), verified by sha256. */
+  protected async ship(path: string, bytes: Buffer): Promise<void> {
+    if (this.shipped.has(path)) return;
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const have = await this.transport.exec(['sh', '-c', 'test -f "$1" && sha256sum "$1"', 'sh', path]);
+    if (have.code !== 0 || !have.stdout.toString().startsWith(sha)) {
+      // Streamed over an exec channel (faster than SFTP), renamed into place when complete.
+      await this.run(
+        [
+          'sh',
+          '-c',
+          'mkdir -p "$(dirname "$1")" && cat > "$1.tmp.$$" && mv "$1.tmp.$$" "$1" && sha256sum "$1"',
+          'sh',
+          path,
+        ],
+        bytes,
+      ).then((out) => {
+        if (!out.startsWith(sha))
+          throw new Error(`copy of ${path} to ${this.transport.where} does not verify`);
+      });
+    }
+    this.shipped.add(path);
+  }
+
+  protected jobDir(work: string, jobName: string): string {
+    return `${work}/${jobName}`;
+  }
+
+  /** Writes the job dir: env file, run.sh, code and runtime shipped. Returns the dir. */
+  protected async prepare(job: JobRequest): Promise<{ dir: string }> {
+    const root = await this.root();
+    const git = new NativeGit(this.ctx.gitdir);
+    let tree: string;
+    let payload: Buffer;
+    try {
+      tree = await codeTree(git, job.code.commit, job.code.path);
+      payload = await buildPayload(git, tree);
+    } finally {
+      await git.close();
+    }
+    const codePath = `${root}/code/${tree}.tar.gz`;
+    await this.ship(codePath, payload);
+    const bundle = readFileSync(execBundlePath());
+    const bundlePath = `${root}/runtime/adv-exec-${createHash('sha256').update(bundle).digest('hex').slice(0, 16)}.mjs`;
+    await this.ship(bundlePath, bundle);
+    const dir = this.jobDir(await this.workRoot(), job.jobName);
+    const env: Record<string, string> = {
+      ...job.env,
+      ...(job.store?.env ?? {}),
+      ADV_RUN: job.run,
+      ADV_ATTEMPT: String(job.attempt),
+      ADV_JOB_DIR: dir,
+      ADV_CODE_TARBALL: codePath,
+      ADV_EXEC_BUNDLE: bundlePath,
+      ...(job.store ? { ADV_STORE: job.store.url } : {}),
+      ...(job.spec.workingDir ? { ADV_WORKDIR: job.spec.workingDir } : {}),
+      ...(job.spec.policy?.checkpointIntervalSec
+        ? { ADV_CKPT_INTERVAL_SEC: String(job.spec.policy.checkpointIntervalSec) }
+        : {}),
+      ...(job.spec.parallelism ? { ADV_PARALLELISM: JSON.stringify(job.spec.parallelism) } : {}),
+    };
+    const setup = [...(this.spec.setup ?? []), ...(job.spec.setup ?? [])];
+    setup.forEach((s, i) => (env[`ADV_SETUP_${i}`] = s));
+    const envFile = Object.entries(env)
+      .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
+      .join('\n');
+    await this.run(['sh', '-c', 'umask 077 && mkdir -p "$1" && cat > "$1/env"', 'sh', dir], envFile + '\n');
+    await this.run(['sh', '-c', 'cat > "$1/run.sh"', 'sh', dir], this.bootstrap(job, setup.length));
+    return { dir };
+  }
+
+  /** The generated bootstrap: no value is pasted in; everything comes from ./env or is quoted. */
+  protected bootstrap(job: JobRequest, setupSteps: number): string {
+    const setup = Array.from({ length: setupSteps }, (_, i) => `sh -c "$ADV_SETUP_${i}"`).join('\n');
+    return `#!/bin/sh
+# Generated by AdventureTime for ${shellQuote(job.jobName)}. Values come from ./env.
+set -u
+cd "$(dirname "$0")"
+. ./env
+fail() {
+  printf '{"exitCode":127,"reason":"StartFailed","message":"%s","startedAt":"","finishedAt":""}\\n' "$1" > exit.json.tmp && mv exit.json.tmp exit.json
+  echo "adv bootstrap: $1" >&2
+  exit 127
+}
+command -v node >/dev/null 2>&1 || fail "Node.js >= 20 is required on $(hostname) and was not found in PATH"
+[ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ] || fail "Node.js >= 20 is required on $(hostname); found $(node --version)"
+mkdir -p work && tar -xzf "$ADV_CODE_TARBALL" -C work || fail "cannot extract the code"
+cd work
+if [ -n "\${ADV_WORKDIR:-}" ]; then cd "$ADV_WORKDIR" || fail "no working dir $ADV_WORKDIR in the code"; fi
+if [ -f pyproject.toml ] && command -v uv >/dev/null 2>&1; then uv sync || fail "uv sync failed"; fi
+${setup}
+node "$ADV_EXEC_BUNDLE" \${ADV_STORE:+--store "$ADV_STORE"} --run "$ADV_RUN" --attempt "$ADV_ATTEMPT" --job-dir "$ADV_JOB_DIR" -- ${shellJoin(job.argv)}
+code=$?
+# Clean the work dir on success; keep it on failure, for a person to look at.
+if [ "$code" -eq 0 ]; then cd "$ADV_JOB_DIR" && rm -rf work; fi
+exit "$code"
+`;
+  }
+
+  async submit(job: JobRequest): Promise<JobHandle> {
+    const existing = await this.find(job.jobName);
+    if (existing) return existing;
+    const { dir } = await this.prepare(job);
+    const pid = (
+      await this.run([
+        'sh',
+        '-c',
+        'cd "$1" && setsid nohup sh ./run.sh > output.log 2>&1 < /dev/null & echo $! > "$1/pid" && cat "$1/pid"',
+        'sh',
+        dir,
+      ])
+    ).trim();
+    this.ctx.logger.info({ job: job.jobName, pid, host: this.transport.where }, 'started ssh job');
+    return { backend: this.name, jobName: job.jobName, jobId: pid };
+  }
+
+  async find(jobName: string): Promise<JobHandle | undefined> {
+    const dir = this.jobDir(await this.workRoot(), jobName);
+    const r = await this.transport.exec(['sh', '-c', 'test -f "$1/pid" && cat "$1/pid"', 'sh', dir]);
+    if (r.code !== 0) return undefined;
+    return { backend: this.name, jobName, jobId: r.stdout.toString().trim() };
+  }
+
+  /** One remote command for every job of this host. */
+  async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
+    if (!handles.length) return [];
+    const work = await this.workRoot();
+    const script = `for d in "$@"; do
+  printf '%s\\t' "$(basename "$d")"
+  if [ -f "$d/exit.json" ]; then printf 'exit\\t'; tr -d '\\n' < "$d/exit.json"
+  elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then if [ -f "$d/exec.json" ]; then printf 'running\\t'; tr -d '\\n' < "$d/exec.json"; else printf 'starting'; fi
+  elif [ -d "$d" ]; then printf 'gone'
+  else printf 'missing'; fi
+  echo
+done`;
+    let out: string;
+    try {
+      out = await this.run(['sh', '-c', script, 'sh', ...handles.map((h) => this.jobDir(work, h.jobName))]);
+    } catch (e) {
+      return handles.map((h) => ({
+        jobName: h.jobName,
+        jobId: h.jobId,
+        state: JobState.Unknown,
+        reason: 'Unreachable',
+        message: (e as Error).message,
+      }));
+    }
+    const lines = new Map(
+      out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => [l.split('\t')[0]!, l.split('\t')]),
+    );
+    return handles.map((h) => {
+      const [, what, json] = lines.get(h.jobName) ?? [];
+      const base = { jobName: h.jobName, jobId: h.jobId };
+      if (what === 'exit') {
+        const x = JSON.parse(json!) as {
+          exitCode: number;
+          reason: string;
+          message?: string;
+          startedAt?: string;
+          finishedAt?: string;
+        };
+        const state =
+          x.reason === 'Completed'
+            ? JobState.Succeeded
+            : x.reason === 'Cancelled'
+              ? JobState.Cancelled
+              : x.reason === 'Preempted'
+                ? JobState.Preempted
+                : JobState.Failed;
+        return {
+          ...base,
+          state,
+          reason: x.reason,
+          exitCode: x.exitCode,
+          ...(x.message ? { message: x.message } : {}),
+          ...(x.startedAt ? { startedAt: x.startedAt } : {}),
+          ...(x.finishedAt ? { finishedAt: x.finishedAt } : {}),
+        };
+      }
+      if (what === 'running')
+        return {
+          ...base,
+          state: JobState.Running,
+          startedAt: (JSON.parse(json!) as { startedAt: string }).startedAt,
+        };
+      if (what === 'starting') return { ...base, state: JobState.Pending };
+      if (what === 'gone')
+        return {
+          ...base,
+          state: JobState.Lost,
+          reason: 'ProcessVanished',
+          message: `the job's process on ${this.transport.where} ended without an exit record`,
+        };
+      return {
+        ...base,
+        state: JobState.Lost,
+        reason: 'JobDirMissing',
+        message: `no job dir for ${h.jobName} on ${this.transport.where}`,
+      };
+    });
+  }
+
+  async cancel(h: JobHandle): Promise<void> {
+    const dir = this.jobDir(await this.workRoot(), h.jobName);
+    await this.transport.exec([
+      'sh',
+      '-c',
+      'touch "$1/cancel-requested"; kill -TERM -"$(cat "$1/pid")" 2>/dev/null; true',
+      'sh',
+      dir,
+    ]);
+    setTimeout(
+      () =>
+        void this.transport
+          .exec(['sh', '-c', 'kill -KILL -"$(cat "$1/pid")" 2>/dev/null; true', 'sh', dir])
+          .catch(() => undefined),
+      CANCEL_GRACE_MS,
+    ).unref();
+  }
+
+  async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
+    const dir = this.jobDir(await this.workRoot(), h.jobName);
+    let offset = opts.since ?? 0;
+    for (;;) {
+      const r = await this.transport.exec([
+        'sh',
+        '-c',
+        'tail -c +"$2" "$1/output.log" 2>/dev/null; true',
+        'sh',
+        dir,
+        String(offset + 1),
+      ]);
+      if (r.stdout.length) {
+        offset += r.stdout.length;
+        yield r.stdout.toString('utf8');
+      }
+      if (!opts.follow || (await this.transport.exec(['test', '-f', `${dir}/exit.json`])).code === 0) return;
+      await new Promise((res) => setTimeout(res, 1000));
+    }
+  }
+
+  async close(): Promise<void> {
+    this.transport.close();
+  }
+}
+
+export const sshBackend: BackendFactory = {
+  type: 'ssh',
+  create(spec: BackendObject, ctx: BackendContext) {
+    return new SshBackend(spec.metadata.name, spec.spec, ctx);
+  },
+};
