@@ -1,9 +1,10 @@
 /** Backend adapters, registered in a list: a new backend touches its folder and one line here. */
 import type { BackendFactory } from './types.js';
 import { localBackend } from './local/index.js';
+import { slurmBackend } from './slurm/index.js';
 import { sshBackend } from './ssh/index.js';
 
-export const BACKEND_FACTORIES: readonly BackendFactory[] = [localBackend, sshBackend];
+export const BACKEND_FACTORIES: readonly BackendFactory[] = [localBackend, sshBackend, slurmBackend];
 
 export function factoryFor(type: string): BackendFactory | undefined {
   return BACKEND_FACTORIES.find((f) => f.type === type);

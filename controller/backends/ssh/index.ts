@@ -80,7 +80,7 @@ export class SshBackend implements Backend {
     return this.rootDir;
   }
 
-  protected async workRoot(): Promise<string> {
+  async workRoot(): Promise<string> {
     const w = this.spec.paths?.work;
     return w
       ? w.startsWith('~/')
@@ -175,7 +175,15 @@ fail() {
 }
 command -v node >/dev/null 2>&1 || fail "Node.js >= 20 is required on $(hostname) and was not found in PATH"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ] || fail "Node.js >= 20 is required on $(hostname); found $(node --version)"
+# On a multi-node job every process runs this script: each gets its own dir; only process 0
+# talks to the object store (checkpoints, logs, heartbeats).
+if [ "\${ADV_PROCESS_ID:-0}" != 0 ]; then
+  ADV_JOB_DIR="$ADV_JOB_DIR/proc-$ADV_PROCESS_ID"; export ADV_JOB_DIR
+  mkdir -p "$ADV_JOB_DIR" && cd "$ADV_JOB_DIR"
+  unset ADV_STORE
+fi
 mkdir -p work && tar -xzf "$ADV_CODE_TARBALL" -C work || fail "cannot extract the code"
+
 cd work
 if [ -n "\${ADV_WORKDIR:-}" ]; then cd "$ADV_WORKDIR" || fail "no working dir $ADV_WORKDIR in the code"; fi
 if [ -f pyproject.toml ] && command -v uv >/dev/null 2>&1; then uv sync || fail "uv sync failed"; fi

@@ -1,0 +1,282 @@
+/**
+ * `slurm`: a cluster behind a login node, driven over the same SSH transport as `ssh`. A job is an
+ * `sbatch --parsable` of a generated batch script whose directives come from the run's resources
+ * and the backend's defaults; `srun` starts the bootstrap on every node, with the JAX multi-host
+ * contract in the environment. One poll is one SSH command running `squeue` and
+ * `scontrol -o show job` (accounting off) for every job at once.
+ */
+import { shellQuote } from '../../internal/shell.js';
+import type { Backend as BackendObject, RunSpec } from '../../spec/schema.js';
+import { SshBackend } from '../ssh/index.js';
+import {
+  JobState,
+  type BackendContext,
+  type BackendFactory,
+  type JobHandle,
+  type JobRequest,
+  type ObservedJob,
+} from '../types.js';
+
+export interface SlurmJobInfo {
+  jobId: string;
+  jobName: string;
+  state: string;
+  reason: string;
+  exitCode?: number;
+  signal?: number;
+  startTime?: string;
+  endTime?: string;
+  restarts?: number;
+}
+
+/** Parses `scontrol -o show job` output: one `Key=Value …` line per job. */
+export function parseScontrol(text: string): SlurmJobInfo[] {
+  const out: SlurmJobInfo[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('JobId=')) continue;
+    const get = (k: string) => new RegExp(`(?:^| )${k}=(\\S*)`).exec(line)?.[1];
+    const [code, sig] = (get('ExitCode') ?? '').split(':').map(Number);
+    const time = (t?: string) =>
+      t && t !== 'Unknown' && t !== 'None' ? new Date(t).toISOString() : undefined;
+    const st = time(get('StartTime'));
+    const et = time(get('EndTime'));
+    out.push({
+      jobId: get('JobId')!,
+      jobName: get('JobName') ?? '',
+      state: get('JobState') ?? 'UNKNOWN',
+      reason: get('Reason') ?? 'None',
+      ...(code !== undefined && !Number.isNaN(code) ? { exitCode: code } : {}),
+      ...(sig ? { signal: sig } : {}),
+      ...(st ? { startTime: st } : {}),
+      ...(et ? { endTime: et } : {}),
+      restarts: Number(get('Restarts') ?? 0),
+    });
+  }
+  return out;
+}
+
+/**
+ * Every SLURM state, mapped to an observed state and a reason the failover logic can use:
+ * preemption and node/boot failures are infrastructure (a new attempt elsewhere); a non-zero exit,
+ * OOM, a deadline and the time limit are the run's own.
+ */
+export function mapSlurmState(
+  j: SlurmJobInfo,
+): Pick<ObservedJob, 'state' | 'reason' | 'message' | 'exitCode'> {
+  const exit = j.exitCode !== undefined ? { exitCode: j.exitCode } : {};
+  switch (j.state.replace(/\+$/, '')) {
+    case 'PENDING':
+    case 'REQUEUED':
+    case 'REQUEUE_HOLD':
+    case 'REQUEUE_FED':
+    case 'SUSPENDED':
+    case 'RESV_DEL_HOLD':
+      return { state: JobState.Pending, reason: j.state, message: `pending: ${j.reason}` };
+    case 'CONFIGURING':
+    case 'RUNNING':
+    case 'COMPLETING':
+    case 'RESIZING':
+    case 'SIGNALING':
+    case 'STAGE_OUT':
+      return { state: JobState.Running, reason: j.state };
+    case 'COMPLETED':
+      return j.exitCode
+        ? { state: JobState.Failed, reason: 'NonZeroExitCode', ...exit }
+        : { state: JobState.Succeeded, reason: 'COMPLETED', ...exit };
+    case 'FAILED':
+      return {
+        state: JobState.Failed,
+        reason: j.reason === 'None' ? 'FAILED' : j.reason,
+        message: `FAILED, exit code ${j.exitCode ?? '?'}`,
+        ...exit,
+      };
+    case 'OUT_OF_MEMORY':
+      return {
+        state: JobState.Failed,
+        reason: 'OUT_OF_MEMORY',
+        message: 'the job ran out of memory',
+        ...exit,
+      };
+    case 'TIMEOUT':
+      return {
+        state: JobState.Failed,
+        reason: 'TIMEOUT',
+        message: 'the job reached its time limit',
+        ...exit,
+      };
+    case 'DEADLINE':
+      return { state: JobState.Failed, reason: 'DEADLINE', message: 'the job reached its deadline', ...exit };
+    case 'CANCELLED':
+      return {
+        state: JobState.Cancelled,
+        reason: 'CANCELLED',
+        message: `cancelled on the cluster (${j.reason})`,
+        ...exit,
+      };
+    case 'PREEMPTED':
+      return {
+        state: JobState.Preempted,
+        reason: 'PREEMPTED',
+        message: 'preempted by a higher-priority job',
+        ...exit,
+      };
+    case 'NODE_FAIL':
+      return { state: JobState.Lost, reason: 'NODE_FAIL', message: 'a node of the job failed', ...exit };
+    case 'BOOT_FAIL':
+      return { state: JobState.Lost, reason: 'BOOT_FAIL', message: 'a node failed to boot', ...exit };
+    default:
+      return { state: JobState.Unknown, reason: j.state, message: `unrecognised SLURM state ${j.state}` };
+  }
+}
+
+export class SlurmBackend extends SshBackend {
+  override readonly type = 'slurm' as const;
+
+  /** `#SBATCH` lines for a run, from its resources and the backend's defaults. */
+  directives(job: JobRequest, dir: string): string[] {
+    const d = this.spec.slurm?.sbatchDefaults ?? {};
+    const res: RunSpec['resources'] = job.spec.resources ?? {};
+    const nodes = res.nodes ?? 1;
+    const out = [
+      `--job-name=${job.jobName}`,
+      `--output=${dir}/slurm-%j.out`,
+      `--nodes=${nodes}`,
+      '--ntasks-per-node=1',
+      '--no-requeue',
+    ];
+    if (d.partition) out.push(`--partition=${d.partition}`);
+    if (d.account) out.push(`--account=${d.account}`);
+    if (d.qos) out.push(`--qos=${d.qos}`);
+    if (d.time) out.push(`--time=${d.time}`);
+    if (d.exclude) out.push(`--exclude=${d.exclude}`);
+    if (d.constraint) out.push(`--constraint=${d.constraint}`);
+    const mem = res.memory ? slurmMem(res.memory) : d.mem;
+    if (mem) out.push(`--mem=${mem}`);
+    const cpus = res.cpus ? Math.ceil(res.cpus) : d.cpusPerTask;
+    if (cpus) out.push(`--cpus-per-task=${cpus}`);
+    if ((res.gpus ?? 0) > 0) out.push(`--gres=${this.gres(res.gpuType)}:${res.gpus}`);
+    out.push(`--signal=B:USR1@${this.spec.slurm?.signalGraceSec ?? 120}`);
+    out.push(...(d.extra ?? []));
+    return out;
+  }
+
+  /** GRES name for the first acceptable GPU type the backend maps; `default`, else `gpu`. */
+  gres(gpuType: string | undefined): string {
+    const mapping = this.spec.slurm?.gresMapping ?? {};
+    for (const t of (gpuType ?? 'any').split('|')) if (t !== 'any' && mapping[t]) return mapping[t];
+    return mapping.default ?? 'gpu';
+  }
+
+  override async submit(job: JobRequest): Promise<JobHandle> {
+    const existing = await this.find(job.jobName);
+    if (existing) return existing;
+    const { dir } = await this.prepare(job);
+    const port = this.spec.slurm?.coordinatorPort ?? 29500;
+    // The batch shell receives USR1 `grace` seconds before the time limit and passes it on to
+    // the tasks; srun runs the bootstrap once per node with the multi-host contract set.
+    const script = [
+      '#!/bin/sh',
+      ...this.directives(job, dir).map((x) => `#SBATCH ${x}`),
+      `cd ${shellQuote(dir)}`,
+      'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+      `export ADV_COORDINATOR_ADDRESS="$first:${port}" JAX_COORDINATOR_ADDRESS="$first:${port}"`,
+      'export ADV_NUM_PROCESSES="$SLURM_NTASKS" JAX_NUM_PROCESSES="$SLURM_NTASKS"',
+      'srun --kill-on-bad-exit=1 sh -c \'export ADV_PROCESS_ID=$SLURM_PROCID JAX_PROCESS_ID=$SLURM_PROCID ADV_LOCAL_DEVICE_COUNT=$(echo "${CUDA_VISIBLE_DEVICES:-}" | tr , "\\n" | grep -c .); exec sh ./run.sh\' &',
+      'child=$!',
+      "trap 'kill -USR1 $child 2>/dev/null' USR1",
+      "trap 'kill -TERM $child 2>/dev/null' TERM",
+      'wait $child; code=$?',
+      // wait returns early when a trapped signal arrives: wait for the step to finish.
+      'while kill -0 $child 2>/dev/null; do wait $child; code=$?; done',
+      'exit $code',
+      '',
+    ].join('\n');
+    await this.run(['sh', '-c', 'cat > "$1/job.sbatch"', 'sh', dir], script);
+    const r = await this.transport.exec(['sbatch', '--parsable', `${dir}/job.sbatch`]);
+    if (r.code !== 0)
+      throw new Error(
+        `sbatch on ${this.transport.where} refused the job: ${r.stderr.trim() || r.stdout.toString().trim()}`,
+      );
+    const jobId = r.stdout.toString().trim().split(';')[0]!;
+    this.ctx.logger.info({ job: job.jobName, jobId }, 'submitted to slurm');
+    return { backend: this.name, jobName: job.jobName, jobId };
+  }
+
+  private async jobs(): Promise<SlurmJobInfo[]> {
+    return parseScontrol(await this.run(['scontrol', '-o', 'show', 'job']));
+  }
+
+  override async find(jobName: string): Promise<JobHandle | undefined> {
+    const r = await this.transport.exec(['squeue', '-h', '-n', jobName, '-o', '%i']);
+    const live = r.code === 0 ? r.stdout.toString().trim().split('\n').filter(Boolean) : [];
+    if (live.length) return { backend: this.name, jobName, jobId: live[0]! };
+    const done = (await this.jobs()).filter((j) => j.jobName === jobName);
+    const last = done.at(-1);
+    return last ? { backend: this.name, jobName, jobId: last.jobId } : undefined;
+  }
+
+  override async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
+    if (!handles.length) return [];
+    let infos: Map<string, SlurmJobInfo>;
+    try {
+      infos = new Map((await this.jobs()).map((j) => [j.jobId, j]));
+    } catch (e) {
+      return handles.map((h) => ({
+        jobName: h.jobName,
+        jobId: h.jobId,
+        state: JobState.Unknown,
+        reason: 'Unreachable',
+        message: (e as Error).message,
+      }));
+    }
+    return handles.map((h) => {
+      const j = infos.get(h.jobId);
+      if (!j)
+        return {
+          jobName: h.jobName,
+          jobId: h.jobId,
+          state: JobState.Lost,
+          reason: 'JobVanished',
+          message: `job ${h.jobId} is no longer known to SLURM`,
+        };
+      return {
+        jobName: h.jobName,
+        jobId: h.jobId,
+        ...mapSlurmState(j),
+        ...(j.startTime ? { startedAt: j.startTime } : {}),
+        ...(j.endTime && j.state !== 'RUNNING' && j.state !== 'PENDING' ? { finishedAt: j.endTime } : {}),
+      };
+    });
+  }
+
+  override async cancel(h: JobHandle): Promise<void> {
+    const dir = `${await this.workRoot()}/${h.jobName}`;
+    await this.transport.exec(['sh', '-c', 'touch "$1/cancel-requested" 2>/dev/null; true', 'sh', dir]);
+    await this.run(['scancel', h.jobId]);
+  }
+}
+
+/** Kubernetes-style memory (`64Gi`) to sbatch's `--mem` (`65536M`). */
+function slurmMem(q: string): string {
+  const m = /^([0-9.]+)(Ki|Mi|Gi|Ti|K|M|G|T)?$/.exec(q);
+  if (!m) return q;
+  const mult: Record<string, number> = {
+    Ki: 1 / 1024,
+    Mi: 1,
+    Gi: 1024,
+    Ti: 1024 * 1024,
+    K: 1 / 1000,
+    M: 1,
+    G: 1000,
+    T: 1_000_000,
+  };
+  const mib = Number(m[1]) * (m[2] ? mult[m[2]]! : 1 / (1024 * 1024));
+  return `${Math.max(1, Math.ceil(mib))}M`;
+}
+
+export const slurmBackend: BackendFactory = {
+  type: 'slurm',
+  create(spec: BackendObject, ctx: BackendContext) {
+    return new SlurmBackend(spec.metadata.name, spec.spec, ctx);
+  },
+};

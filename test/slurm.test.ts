@@ -1,0 +1,168 @@
+/**
+ * The slurm backend on a real SLURM (Debian slurm-wlm: slurmctld + two slurmd + munge on this
+ * machine), driven over a real sshd: a multi-node run with the JAX multi-host contract, a real
+ * preemption by a higher-priority job, and sbatch's own refusal as a clear condition.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Controller } from '../controller/controller.js';
+import { mapSlurmState } from '../controller/backends/slurm/index.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { waitFor } from './helpers/wait.js';
+
+const INFRA = join(import.meta.dirname, 'infra');
+const available = haveSshd() && existsSync('/usr/sbin/slurmctld') && userInfo().uid === 0;
+if (!available && process.env.CI)
+  throw new Error('SLURM tests need root, slurm-wlm, munge and openssh-server in CI');
+if (!available) console.warn('SKIPPING the SLURM tests: they need root, slurm-wlm, munge and openssh-server');
+
+const backendYaml = (
+  s: Sshd,
+  root: string,
+  partition: string,
+  name = 'slurm-local',
+) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata:
+  name: ${name}
+spec:
+  type: slurm
+  connection: {host: 127.0.0.1, port: ${s.port}, user: ${s.user}, identityFile: ${s.identityFile}, knownHostsFile: ${s.knownHostsFile}}
+  paths: {root: ${root}}
+  capabilities: {gpus: 2, nodes: 2}
+  slurm:
+    partitions: [{name: debug, preemptible: true}, {name: high}]
+    sbatchDefaults: {partition: ${partition}}
+    gresMapping: {default: gpu}
+    signalGraceSec: 30
+`;
+
+describe.runIf(available)('slurm backend on a real SLURM', () => {
+  let sshd: Sshd;
+  let tmp: string;
+  let wt: WorkTree;
+  let c: Controller;
+  beforeAll(async () => {
+    execFileSync(join(INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
+    sshd = await startSshd();
+    tmp = await mkdtemp(join(tmpdir(), 'adv-slurm-'));
+  }, 60_000);
+  afterAll(async () => {
+    await c?.stop();
+    await wt?.cleanup();
+    await sshd?.stop();
+    await rm(tmp, { recursive: true, force: true });
+    execFileSync(join(INFRA, 'slurm-stop.sh'));
+  });
+
+  const settle = async (names: string[], done: (n: string) => boolean, ms = 90_000) => {
+    try {
+      await waitFor(
+        `${names.join(', ')} settled`,
+        async () => {
+          await c.pass();
+          return names.every(done);
+        },
+        ms,
+        300,
+      );
+    } catch (e) {
+      const states = names.map((n) => `${n}: ${JSON.stringify(c.runStatus(n)?.status ?? 'no status')}`);
+      throw new Error(`${(e as Error).message}\n${states.join('\n')}`);
+    }
+  };
+
+  it('runs a two-node job with the multi-host contract, preempts one for real, and reports sbatch refusals', async () => {
+    const probe = `sh -c 'echo "$JAX_PROCESS_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS $ADV_LOCAL_DEVICE_COUNT $SLURMD_NODENAME" > "${tmp}/proc-$JAX_PROCESS_ID"'`;
+    wt = await makeWorkTree({
+      'backends/slurm-local.yaml': backendYaml(sshd, join(tmp, 'root'), 'debug'),
+      'backends/slurm-bad.yaml': backendYaml(sshd, join(tmp, 'root'), 'nope', 'slurm-bad'),
+      'runs/multi.yaml': `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: multi}
+spec:
+  command: ${JSON.stringify(['sh', '-c', probe.slice(7, -1)])}
+  resources: {gpus: 1, nodes: 2}
+  backendSelector: {order: [slurm-local]}
+`,
+      'runs/bad-partition.yaml': `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: bad-partition}
+spec:
+  command: ['true']
+  backendSelector: {order: [slurm-bad]}
+`,
+    });
+    c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 300 });
+    await c.init();
+    await settle(['multi', 'bad-partition'], (n) =>
+      n === 'multi'
+        ? c.runStatus(n)?.status.phase === 'Succeeded'
+        : c.runStatus(n)?.status.reason === 'SubmitFailed',
+    );
+    const lines = (await Promise.all([0, 1].map((i) => readFile(join(tmp, `proc-${i}`), 'utf8')))).map((l) =>
+      l.trim().split(' '),
+    );
+    expect(lines.map((l) => l.slice(0, 2))).toEqual([
+      ['0', '2'],
+      ['1', '2'],
+    ]);
+    expect(lines[0]![2]).toMatch(/^n1:29500$/);
+    expect(lines.map((l) => l[3])).toEqual(['1', '1']);
+    expect(lines.map((l) => l[4]).sort()).toEqual(['n1', 'n2']);
+    expect(c.runStatus('bad-partition')!.status.message).toMatch(
+      /sbatch on .* refused the job: sbatch: error: .*(invalid partition|Invalid partition)/i,
+    );
+
+    // A long run on the preemptible partition, then a higher-priority job that needs its nodes.
+    await wt.write(
+      'runs/victim.yaml',
+      `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: victim}
+spec:
+  command: [sleep, '300']
+  resources: {nodes: 2}
+  policy: {maxInfraAttempts: 1}
+  backendSelector: {order: [slurm-local]}
+`,
+    );
+    await wt.commit('add victim');
+    c.requestFetch('test');
+    await settle(['victim'], (n) => c.runStatus(n)?.status.phase === 'Running', 60_000);
+    execFileSync('sbatch', ['--parsable', '-p', 'high', '-N2', '-o', '/dev/null', '--wrap', 'sleep 2']);
+    await settle(['victim'], (n) => c.runStatus(n)?.status.attempts[0]?.phase === 'Preempted', 60_000);
+    const a = c.runStatus('victim')!.status.attempts[0]!;
+    expect(a).toMatchObject({
+      phase: 'Preempted',
+      reason: 'PREEMPTED',
+      message: 'preempted by a higher-priority job',
+    });
+    expect(c.runStatus('victim')!.status.phase).toBe('Failed'); // maxInfraAttempts: 1
+  }, 240_000);
+});
+
+describe('SLURM state mapping', () => {
+  it.each([
+    ['PENDING', 'Priority', 0, 'Pending'],
+    ['RUNNING', 'None', 0, 'Running'],
+    ['COMPLETING', 'None', 0, 'Running'],
+    ['COMPLETED', 'None', 0, 'Succeeded'],
+    ['FAILED', 'NonZeroExitCode', 3, 'Failed'],
+    ['CANCELLED', 'None', 0, 'Cancelled'],
+    ['TIMEOUT', 'TimeLimit', 0, 'Failed'],
+    ['PREEMPTED', 'None', 0, 'Preempted'],
+    ['NODE_FAIL', 'None', 0, 'Lost'],
+    ['BOOT_FAIL', 'None', 0, 'Lost'],
+    ['OUT_OF_MEMORY', 'None', 0, 'Failed'],
+    ['DEADLINE', 'None', 0, 'Failed'],
+    ['REQUEUED', 'None', 0, 'Pending'],
+  ] as const)('%s → %s', (state, reason, exitCode, expected) => {
+    expect(mapSlurmState({ jobId: '1', jobName: 'j', state, reason, exitCode }).state).toBe(expected);
+  });
+});
