@@ -11,6 +11,7 @@ const BENCHES: Record<string, string> = {
   latency: './latency.ts',
   git: './git.ts',
   checkpoint: './checkpoint.ts',
+  'ssh-slurm': './ssh-slurm.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -14,7 +14,7 @@ import pLimit from 'p-limit';
 import pino, { type Logger } from 'pino';
 import { argvFor } from '../runtime/exec.js';
 import { BACKEND_FACTORIES } from './backends/registry.js';
-import type { Backend, BackendFactory, JobHandle, ObservedJob } from './backends/types.js';
+import type { Backend, BackendFactory, JobHandle, JobRequest, ObservedJob } from './backends/types.js';
 import { AdvError, ErrorCode, isAdvError } from './errors.js';
 import { readJsonCache, writeJsonCache } from './internal/json-cache.js';
 import { SpecsRepo, type SpecsRepoOptions } from './git/specs-repo.js';
@@ -288,7 +288,7 @@ export class Controller {
       );
     }
     stats.actions = runnable.length;
-    await Promise.all(runnable.map((a) => this.limit(() => this.execute(a))));
+    await this.executeAll(runnable);
     lap('execute');
     const more = await this.commit();
     stats.commits += more;
@@ -671,11 +671,122 @@ export class Controller {
     return out;
   }
 
-  private async execute(a: RunAction): Promise<void> {
-    const backend = this.backends.get(a.backend)?.instance;
-    const log = this.logger.child({ run: a.run, attempt: a.attempt, backend: a.backend });
+  /** Executes a pass's actions: cancels one by one, submits in one batch per backend that can. */
+  private async executeAll(actions: readonly RunAction[]): Promise<void> {
+    const batches = new Map<string, RunAction[]>();
+    const single: RunAction[] = [];
+    for (const a of actions) {
+      const b = this.backends.get(a.backend)?.instance;
+      if (a.type === 'submit' && b?.submitMany)
+        batches.set(a.backend, [...(batches.get(a.backend) ?? []), a]);
+      else single.push(a);
+    }
+    await Promise.all([
+      ...single.map((a) => this.limit(() => this.execute(a))),
+      ...[...batches].map(([name, group]) => this.limit(() => this.submitBatch(name, group))),
+    ]);
+  }
+
+  private stageResult(a: RunAction, r: { doc: RunStatusDoc; summary: string }): void {
+    this.store.stage('Run', a.run, r.doc, {
+      summary: r.summary,
+      trailers: [
+        ['Run', a.run],
+        ['Attempt', String(a.attempt)],
+      ],
+    });
+  }
+
+  private submitFailed(a: RunAction, e: unknown): void {
     const current = this.store.get<RunStatusDoc>('Run', a.run);
     if (!current) return;
+    if (isAdvError(e) && e.data.unknownOutcome) {
+      // The backend may or may not have the job: keep the write-ahead record and ask again
+      // (find by name first) once it answers. Never a second attempt for an unknown outcome.
+      this.logger.warn(
+        { run: a.run, attempt: a.attempt, backend: a.backend, err: errText(e) },
+        'submit outcome unknown; will find or submit again',
+      );
+      this.queue.addRateLimited(RUN(a.run));
+      return;
+    }
+    this.logger.warn(
+      { run: a.run, attempt: a.attempt, backend: a.backend, err: errText(e) },
+      'submit failed',
+    );
+    this.stageResult(a, recordSubmitFailed(current, a.attempt, errText(e), this.now()));
+    this.queue.addRateLimited(RUN(a.run));
+  }
+
+  private submitted(a: RunAction, jobId: string, adopted: boolean): void {
+    const current = this.store.get<RunStatusDoc>('Run', a.run);
+    if (!current) return;
+    if (adopted) this.logger.info({ run: a.run, job: a.jobName, jobId }, 'adopted existing job');
+    this.stageResult(a, recordSubmitted(current, a.attempt, jobId, adopted));
+    this.queue.forget(RUN(a.run));
+  }
+
+  /** What the backend needs to run attempt `a`: spec, argv, code, env with secrets, the store. */
+  private jobRequest(a: RunAction): JobRequest {
+    const current = this.store.get<RunStatusDoc>('Run', a.run);
+    const spec = current?.appliedSpec ?? this.desiredRuns.get(a.run)?.spec;
+    const attempt = current?.status.attempts.find((x) => x.n === a.attempt);
+    if (!spec || !attempt?.codeCommit) throw new Error('no spec to submit');
+    const env: Record<string, string> = { ...(spec.env ?? {}) };
+    const missing: string[] = [];
+    for (const s of spec.secrets ?? []) {
+      const v = (this.opts.secretEnv ?? process.env)[s];
+      if (v === undefined) missing.push(s);
+      else env[s] = v;
+    }
+    if (missing.length)
+      throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
+    if (this.storeTarget?.missing.length) {
+      throw new Error(
+        `store credential(s) ${this.storeTarget.missing.join(', ')} are not set in the controller's environment`,
+      );
+    }
+    return {
+      jobName: a.jobName,
+      run: a.run,
+      attempt: a.attempt,
+      spec,
+      argv: argvFor(spec),
+      code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
+      env,
+      ...(this.storeTarget ? { store: { url: this.storeTarget.url, env: this.storeTarget.env } } : {}),
+    };
+  }
+
+  /** One find-or-submit call for every submission of the pass to one backend. */
+  private async submitBatch(backendName: string, group: RunAction[]): Promise<void> {
+    const backend = this.backends.get(backendName)!.instance!;
+    const ready: { a: RunAction; req: JobRequest }[] = [];
+    for (const a of group) {
+      try {
+        ready.push({ a, req: this.jobRequest(a) });
+      } catch (e) {
+        this.submitFailed(a, e);
+      }
+    }
+    if (!ready.length) return;
+    let results: Awaited<ReturnType<NonNullable<Backend['submitMany']>>>;
+    try {
+      results = await backend.submitMany!(ready.map((r) => r.req));
+    } catch (e) {
+      for (const { a } of ready) this.submitFailed(a, e);
+      return;
+    }
+    ready.forEach(({ a }, i) => {
+      const r = results[i]!;
+      if (r instanceof Error) this.submitFailed(a, r);
+      else this.submitted(a, r.jobId, Boolean(r.adopted));
+    });
+  }
+
+  private async execute(a: RunAction): Promise<void> {
+    const backend = this.backends.get(a.backend)?.instance;
+    if (!this.store.get<RunStatusDoc>('Run', a.run)) return;
     if (a.type === 'cancel') {
       if (!backend) return;
       try {
@@ -683,66 +794,21 @@ export class Controller {
           (a.jobId ? { backend: a.backend, jobName: a.jobName, jobId: a.jobId } : undefined) ??
           (await backend.find(a.jobName));
         if (handle) await backend.cancel(handle);
-        log.info({ job: a.jobName }, 'cancelled');
+        this.logger.info({ run: a.run, job: a.jobName }, 'cancelled');
       } catch (e) {
-        log.warn({ err: errText(e) }, 'cancel failed; will retry');
+        this.logger.warn({ run: a.run, err: errText(e) }, 'cancel failed; will retry');
         this.queue.addRateLimited(RUN(a.run));
       }
       return;
     }
-    const stage = (r: { doc: RunStatusDoc; summary: string }) =>
-      this.store.stage('Run', a.run, r.doc, {
-        summary: r.summary,
-        trailers: [
-          ['Run', a.run],
-          ['Attempt', String(a.attempt)],
-        ],
-      });
-    if (!backend) {
-      stage(recordSubmitFailed(current, a.attempt, `backend ${a.backend} is not available`, this.now()));
-      return;
-    }
+    if (!backend) return this.submitFailed(a, new Error(`backend ${a.backend} is not available`));
     try {
       const found = await backend.find(a.jobName);
-      if (found) {
-        log.info({ job: a.jobName, jobId: found.jobId }, 'adopted existing job');
-        stage(recordSubmitted(current, a.attempt, found.jobId, true));
-        return;
-      }
-      const desired = this.desiredRuns.get(a.run);
-      const spec = current.appliedSpec ?? desired?.spec;
-      const attempt = current.status.attempts.find((x) => x.n === a.attempt);
-      if (!spec || !attempt?.codeCommit) throw new Error('no spec to submit');
-      const env: Record<string, string> = { ...(spec.env ?? {}) };
-      const missing: string[] = [];
-      for (const s of spec.secrets ?? []) {
-        const v = (this.opts.secretEnv ?? process.env)[s];
-        if (v === undefined) missing.push(s);
-        else env[s] = v;
-      }
-      if (missing.length)
-        throw new Error(`secret(s) ${missing.join(', ')} are not set in the controller's environment`);
-      if (this.storeTarget?.missing.length) {
-        throw new Error(
-          `store credential(s) ${this.storeTarget.missing.join(', ')} are not set in the controller's environment`,
-        );
-      }
-      const handle = await backend.submit({
-        jobName: a.jobName,
-        run: a.run,
-        attempt: a.attempt,
-        spec,
-        argv: argvFor(spec),
-        code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
-        env,
-        ...(this.storeTarget ? { store: { url: this.storeTarget.url, env: this.storeTarget.env } } : {}),
-      });
-      stage(recordSubmitted(current, a.attempt, handle.jobId, false));
-      this.queue.forget(RUN(a.run));
+      if (found) return this.submitted(a, found.jobId, true);
+      const handle = await backend.submit(this.jobRequest(a));
+      this.submitted(a, handle.jobId, false);
     } catch (e) {
-      log.warn({ err: errText(e) }, 'submit failed');
-      stage(recordSubmitFailed(current, a.attempt, errText(e), this.now()));
-      this.queue.addRateLimited(RUN(a.run));
+      this.submitFailed(a, e);
     }
   }
 

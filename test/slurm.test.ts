@@ -10,7 +10,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
-import { mapSlurmState } from '../controller/backends/slurm/index.js';
+import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
@@ -145,6 +145,79 @@ spec:
     });
     expect(c.runStatus('victim')!.status.phase).toBe('Failed'); // maxInfraAttempts: 1
   }, 240_000);
+});
+
+describe.runIf(available)('a submit whose answer is lost', () => {
+  it('is found by name on the next pass: one job in SLURM, adopted, never a second attempt', async () => {
+    execFileSync(join(INFRA, 'slurm-start.sh'), { stdio: 'ignore' });
+    const sshd = await startSshd();
+    const tmp = await mkdtemp(join(tmpdir(), 'adv-slurm-drop-'));
+    const wt = await makeWorkTree({
+      'backends/slurm-local.yaml': backendYaml(sshd, join(tmp, 'root'), 'debug'),
+      'runs/once.yaml': `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: once}
+spec:
+  command: [sleep, '1']
+  backendSelector: {order: [slurm-local]}
+`,
+    });
+    // The first submit reaches sbatch, then the connection "drops" before the answer arrives.
+    let dropped = false;
+    const { slurmBackend } = await import('../controller/backends/slurm/index.js');
+    const { AdvError, ErrorCode } = await import('../controller/errors.js');
+    const flaky: typeof slurmBackend = {
+      type: 'slurm',
+      create: (spec, ctx) => {
+        const real = slurmBackend.create(spec, ctx) as SlurmBackend;
+        const submitMany = real.submitMany.bind(real);
+        real.submitMany = async (jobs) => {
+          const r = await submitMany(jobs);
+          if (dropped) return r;
+          dropped = true;
+          throw new AdvError(
+            ErrorCode.BackendError,
+            'ssh: the connection dropped during sh; its outcome is unknown',
+            { unreachable: true, unknownOutcome: true },
+          );
+        };
+        return real;
+      },
+    };
+    const c = await Controller.create({
+      repo: wt.dir,
+      dataDir: join(tmp, 'data'),
+      pollIntervalMs: 200,
+      backendFactories: [flaky],
+    });
+    c.queue.addRateLimited = () => 0; // retry at once rather than after a backoff
+    try {
+      await c.init();
+      await waitFor(
+        'once Succeeded',
+        async () => {
+          await c.pass();
+          c.queue.add('Run/once');
+          return c.runStatus('once')?.status.phase === 'Succeeded';
+        },
+        60_000,
+        200,
+      );
+      expect(dropped).toBe(true);
+      expect(c.runStatus('once')!.status.attempts).toHaveLength(1);
+      const jobs = execFileSync('scontrol', ['-o', 'show', 'job'])
+        .toString()
+        .split('\n')
+        .filter((l) => l.includes('JobName=adv-once-1 '));
+      expect(jobs).toHaveLength(1);
+    } finally {
+      await c.stop();
+      await wt.cleanup();
+      await sshd.stop();
+      await rm(tmp, { recursive: true, force: true });
+      execFileSync(join(INFRA, 'slurm-stop.sh'));
+    }
+  }, 120_000);
 });
 
 describe('SLURM state mapping', () => {

@@ -3,6 +3,7 @@
  * and the same Run, with only its backend changed, on the local backend.
  */
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { SshBackend } from '../controller/backends/ssh/index.js';
 import pino from 'pino';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { waitFor } from './helpers/wait.js';
 
 const available = haveSshd();
 if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');
@@ -99,7 +101,8 @@ describe.runIf(available)('ssh backend on a real sshd', () => {
         reason: 'Completed',
         exitCode: 0,
       });
-      expect(execFileSync('ls', [job]).toString().split('\n')).not.toContain('work');
+      // run.sh removes it right after adv exec returns, a moment after exit.json appears.
+      await waitFor('work dir cleaned', () => !existsSync(join(job, 'work')), 10_000);
       // An unreachable host is a clear condition with ssh's own words, not a crash.
       const bad = c.runStatus('unreachable')!.status;
       expect(bad.message).toMatch(

@@ -29,6 +29,11 @@ export interface JobHandle {
   jobId: string;
 }
 
+export interface SubmitResult extends JobHandle {
+  /** The job already existed under its name and was adopted, not submitted again. */
+  adopted?: boolean;
+}
+
 /** Observed states, the same for every backend. */
 export const JobState = {
   Pending: 'Pending',
@@ -61,6 +66,11 @@ export interface Backend {
   readonly type: BackendType;
   /** Idempotent by job name: a second submit of the same name returns the existing job. */
   submit(job: JobRequest): Promise<JobHandle>;
+  /**
+   * Optional: find-or-submit many jobs in one native call (per backend, per pass). Results are in
+   * order: a handle (`adopted` when the job already existed under its name) or the error for it.
+   */
+  submitMany?(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]>;
   /** Finds a job by name (adoption after a crash). */
   find(jobName: string): Promise<JobHandle | undefined>;
   /** ONE native call per backend per poll, for all handles. */

@@ -21,6 +21,24 @@ async function walk(git: GitPort, tree: string, prefix = ''): Promise<[string, s
   return out;
 }
 
+/** A tar of small files (job dirs sent in one go), deterministic like the code payload. */
+export async function packFiles(
+  files: readonly { name: string; body: string | Buffer; mode?: number }[],
+): Promise<Buffer> {
+  const tar = pack();
+  const chunks: Buffer[] = [];
+  tar.on('data', (b: unknown) => chunks.push(b as Buffer));
+  const ended = new Promise<void>((r) => tar.on('end', () => r()));
+  for (const f of files)
+    tar.entry(
+      { name: f.name, mode: f.mode ?? 0o600, mtime: new Date(0), uid: 0, gid: 0, uname: '', gname: '' },
+      Buffer.from(f.body),
+    );
+  tar.finalize();
+  await ended;
+  return Buffer.concat(chunks);
+}
+
 export async function buildPayload(git: GitPort, tree: string): Promise<Buffer> {
   const files = await walk(git, tree);
   const blobs = await git.readBlobs(files.map(([, , oid]) => oid));

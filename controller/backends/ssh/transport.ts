@@ -165,16 +165,31 @@ export class SshTransport {
                 new AdvError(
                   ErrorCode.BackendError,
                   `ssh ${this.where}: ${argv[0]} timed out after ${opts.timeoutMs} ms`,
-                  { unreachable: true },
+                  { unreachable: true, unknownOutcome: true },
                 ),
               );
             }, opts.timeoutMs);
           }
           stream.on('data', (b: Buffer) => out.push(b));
           stream.stderr.on('data', (b: Buffer) => errs.push(b));
-          stream.on('close', (code: number | null) => {
+          stream.on('close', (code: number | null | undefined, signal?: string) => {
             this.channelsOpen--;
             if (timer) clearTimeout(timer);
+            // No exit status and no signal: the connection went away under the command, which may
+            // or may not have run. Callers must not treat that as the command's answer.
+            if (code == null && !signal) {
+              this.client = undefined;
+              return reject(
+                new AdvError(
+                  ErrorCode.BackendError,
+                  `ssh ${this.where}: the connection dropped during ${argv[0]}; its outcome is unknown`,
+                  {
+                    unreachable: true,
+                    unknownOutcome: true,
+                  },
+                ),
+              );
+            }
             resolve({
               code: code ?? 255,
               stdout: Buffer.concat(out),
