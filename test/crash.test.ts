@@ -4,7 +4,7 @@
  * running ones are adopted.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,6 +109,46 @@ describe('controller killed with SIGKILL and restarted', () => {
       console.log(
         `crash test: ${kills.length} SIGKILLs at ${kills.join(', ')} ms after each controller's first status commit; ${startedBeforeFinal} of ${RUNS} runs had started before the last restart; ${started} starts in all, all Succeeded`,
       );
+    } finally {
+      await wt.cleanup();
+    }
+  });
+
+  it('a submit killed after creating the job dir but before the launch is launched once on restart', async () => {
+    const counts = join(tmp, 'half-counts');
+    process.env.COUNT_DIR = counts;
+    const wt = await makeWorkTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/h.yaml': runYaml('h', ['sh', '-c', 'mkdir -p "$COUNT_DIR" && echo start >> "$COUNT_DIR/h"']),
+    });
+    const dataDir = join(tmp, 'half-data');
+    try {
+      // What the dying controller left: the write-ahead record, and an empty job dir.
+      const first = await Controller.create({
+        repo: wt.dir,
+        dataDir,
+        backendFactories: [
+          {
+            type: 'local',
+            create: (spec, ctx) =>
+              Object.assign(localBackend.create(spec, ctx), {
+                submit: () => new Promise<never>(() => undefined),
+              }),
+          },
+        ],
+      });
+      await first.init();
+      void first.pass();
+      await waitFor('write-ahead record', async () =>
+        (await wt.git('show', 'adventuretime/status:runs/h.yaml').catch(() => '')).includes('Submitting'),
+      );
+      mkdirSync(join(dataDir, 'local', 'local', 'jobs', 'adv-h-1'), { recursive: true });
+      const second = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100 });
+      await second.runUntilIdle({ timeoutMs: 30_000 });
+      await second.stop();
+      expect(second.runStatus('h')!.status).toMatchObject({ phase: 'Succeeded' });
+      expect(second.runStatus('h')!.status.attempts).toHaveLength(1);
+      expect(readFileSync(join(counts, 'h'), 'utf8')).toBe('start\n');
     } finally {
       await wt.cleanup();
     }

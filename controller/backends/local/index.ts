@@ -104,12 +104,17 @@ export class LocalBackend implements Backend {
     return { backend: this.name, jobName: job.jobName, jobId: String(pid) };
   }
 
+  /**
+   * A job exists once it was launched: its pid file or adv exec's record is there. A dir without
+   * either is a submit that died before the launch (the controller killed mid-submit); `submit`
+   * reuses it, so the attempt runs once instead of waiting to be declared lost.
+   */
   async find(jobName: string): Promise<JobHandle | undefined> {
     const dir = this.dir(jobName);
     if (!existsSync(dir)) return undefined;
     const exec = readJson<ExecRecord>(dir, EXEC_FILE);
     const pid = exec?.pid ?? Number((await readFile(join(dir, 'pid'), 'utf8').catch(() => '')) || 0);
-    return { backend: this.name, jobName, jobId: pid ? String(pid) : 'unknown' };
+    return pid ? { backend: this.name, jobName, jobId: String(pid) } : undefined;
   }
 
   async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
