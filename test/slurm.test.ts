@@ -115,6 +115,59 @@ spec:
     expect(lines[0]![2]).toMatch(/^n1:29500$/);
     expect(lines.map((l) => l[3])).toEqual(['1', '1']);
     expect(lines.map((l) => l[4]).sort()).toEqual(['n1', 'n2']);
+    // Capacity from one sinfo: the idle cluster has 2 nodes × 2 GPUs in each partition.
+    const backend = new (await import('../controller/backends/slurm/index.js')).SlurmBackend(
+      'cap',
+      {
+        type: 'slurm',
+        connection: {
+          host: '127.0.0.1',
+          port: sshd.port,
+          user: sshd.user,
+          identityFile: sshd.identityFile,
+          knownHostsFile: sshd.knownHostsFile,
+        },
+        slurm: { partitions: [{ name: 'debug' }] },
+      },
+      {
+        dataDir: tmp,
+        gitdir: join(wt.dir, '.git'),
+        logger: (await import('pino')).default({ level: 'silent' }),
+        now: Date.now,
+      },
+    );
+    expect(await backend.capacity()).toEqual({
+      freeGpus: 4,
+      partitions: [{ partition: 'debug', gpuType: 'any', totalGpus: 4, freeGpus: 4 }],
+    });
+    // …and no GPUs on the ssh side of this machine, with the reason.
+    const { SshBackend } = await import('../controller/backends/ssh/index.js');
+    const host = new SshBackend(
+      'h',
+      {
+        type: 'ssh',
+        connection: {
+          host: '127.0.0.1',
+          port: sshd.port,
+          user: sshd.user,
+          identityFile: sshd.identityFile,
+          knownHostsFile: sshd.knownHostsFile,
+        },
+      },
+      {
+        dataDir: tmp,
+        gitdir: join(wt.dir, '.git'),
+        logger: (await import('pino')).default({ level: 'silent' }),
+        now: Date.now,
+      },
+    );
+    expect(await host.capacity()).toMatchObject({
+      freeGpus: 0,
+      gpus: [],
+      note: expect.stringMatching(/^nvidia-smi is not available on /),
+    });
+    await backend.close();
+    await host.close();
     expect(c.runStatus('bad-partition')!.status.message).toMatch(
       /sbatch on .* refused the job: sbatch: error: .*(invalid partition|Invalid partition)/i,
     );

@@ -133,6 +133,38 @@ describe.runIf(available)('SSH transport on a real sshd', () => {
     strict.close();
   });
 
+  it('resolves ~/.ssh/config aliases the way OpenSSH does (ssh -G)', async () => {
+    const cfg = `${sshd.dir}/ssh_config`;
+    writeFileSync(
+      cfg,
+      `Host lab-box\n  HostName 127.0.0.1\n  Port ${sshd.port}\n  User ${sshd.user}\n  IdentityFile ${sshd.identityFile}\n`,
+    );
+    process.env.ADV_SSH_CONFIG = cfg;
+    try {
+      const alias = new SshTransport({ host: 'lab-box', knownHostsFile: sshd.knownHostsFile });
+      expect((await alias.exec(['echo', 'via alias'])).stdout.toString()).toBe('via alias\n');
+      alias.close();
+    } finally {
+      delete process.env.ADV_SSH_CONFIG;
+    }
+  });
+
+  it('hops through a ProxyJump host', async () => {
+    const hop = new SshTransport({
+      host: '127.0.0.1',
+      port: sshd.port,
+      user: sshd.user,
+      identityFile: sshd.identityFile,
+      knownHostsFile: sshd.knownHostsFile,
+      proxyJump: `${sshd.user}@127.0.0.1:${sshd.port}`,
+    });
+    const r = await hop.exec(['sh', '-c', 'echo "$SSH_CONNECTION"']);
+    // The connection arrives from the jump host's sshd (loopback here), not from us directly.
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString()).toMatch(/^127\.0\.0\.1 \d+ 127\.0\.0\.1 \d+/);
+    hop.close();
+  });
+
   it('says clearly when auth is refused or the host is unreachable', async () => {
     const wrongKey = new SshTransport({
       host: sshd.host,

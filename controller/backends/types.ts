@@ -61,6 +61,18 @@ export interface ObservedJob {
   finishedAt?: string;
 }
 
+/** What a backend can tell about its free resources right now (for the solver). */
+export interface Capacity {
+  /** GPUs free to start on now, over the whole backend. */
+  freeGpus: number;
+  /** SLURM: per partition and GPU type. */
+  partitions?: { partition: string; gpuType: string; totalGpus: number; freeGpus: number }[];
+  /** A host: each GPU, and whether a process already uses it. */
+  gpus?: { index: number; name: string; memoryTotalMiB: number; memoryUsedMiB: number; busy: boolean }[];
+  /** Why the figures are partial (no nvidia-smi, …). */
+  note?: string;
+}
+
 export interface Backend {
   readonly name: string;
   readonly type: BackendType;
@@ -77,6 +89,8 @@ export interface Backend {
   poll(handles: readonly JobHandle[]): Promise<ObservedJob[]>;
   cancel(handle: JobHandle): Promise<void>;
   logs(handle: JobHandle, opts?: { follow?: boolean; since?: number }): AsyncIterable<string>;
+  /** Free resources, where the backend can tell. */
+  capacity?(): Promise<Capacity>;
   close?(): Promise<void>;
 }
 

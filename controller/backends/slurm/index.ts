@@ -17,6 +17,7 @@ import {
   type JobRequest,
   type ObservedJob,
   type SubmitResult,
+  type Capacity,
 } from '../types.js';
 
 export interface SlurmJobInfo {
@@ -131,6 +132,40 @@ export function mapSlurmState(
   }
 }
 
+/** `gpu:2`, `gpu:h100:8(S:0-1)`, `gpu:a100:1(IDX:0),shard:4` → GPUs by type (`any` when untyped). */
+export function parseGres(field: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const part of field.replace(/\([^)]*\)/g, '').split(',')) {
+    const bits = part.split(':');
+    if (bits[0] !== 'gpu') continue;
+    const count = Number(bits.at(-1));
+    if (!Number.isFinite(count)) continue;
+    const type = bits.length >= 3 ? bits[1]! : 'any';
+    out.set(type, (out.get(type) ?? 0) + count);
+  }
+  return out;
+}
+
+/** Free GPUs per partition and type from `sinfo -N -O NodeList,Partition,Gres,GresUsed,StateCompact` (`|`-separated). */
+export function parseSinfoCapacity(text: string): NonNullable<Capacity['partitions']> {
+  const acc = new Map<string, { partition: string; gpuType: string; totalGpus: number; freeGpus: number }>();
+  for (const line of text.split('\n')) {
+    const [, partitionRaw, gres, used, state] = line.split('|').map((x) => x.trim());
+    if (!partitionRaw || gres === undefined || used === undefined || !state) continue;
+    const partition = partitionRaw.replace(/\*$/, '');
+    const usable = !/down|drain|fail|maint|unk|boot|futr|inval|npc|plnd|pow/i.test(state);
+    const usedBy = parseGres(used);
+    for (const [type, total] of parseGres(gres)) {
+      const key = `${partition}|${type}`;
+      const row = acc.get(key) ?? { partition, gpuType: type, totalGpus: 0, freeGpus: 0 };
+      row.totalGpus += total;
+      if (usable) row.freeGpus += Math.max(0, total - (usedBy.get(type) ?? usedBy.get('any') ?? 0));
+      acc.set(key, row);
+    }
+  }
+  return [...acc.values()];
+}
+
 export class SlurmBackend extends SshBackend {
   override readonly type = 'slurm' as const;
 
@@ -224,15 +259,17 @@ shift
 known="
 $(scontrol -o show job 2>/dev/null | sed -n 's/^JobId=\\([0-9]*\\) JobName=\\([^ ]*\\).*/\\2 \\1/p')
 "
+# Known names answer at once (on fd 3); the rest go to sbatch, four at a time.
+exec 3>&1
 for j in "$@"; do
   case "$known" in
     *"
 $j "*) id=\${known##*"
 $j "}; printf '%s found %s\\n' "$j" "\${id%%"
-"*}"; continue ;;
+"*}" >&3; continue ;;
   esac
-  if out=$(sbatch --parsable "$j/job.sbatch" 2>&1); then printf '%s ok %s\n' "$j" "$out"; else printf '%s error %s\n' "$j" "$(printf '%s' "$out" | tr '\n' ' ')"; fi
-done`;
+  printf '%s\\n' "$j"
+done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1); then printf "%s ok %s\\n" "$1" "$out"; else printf "%s error %s\\n" "$1" "$(printf %s "$out" | tr "\\n" " ")"; fi' sh`;
     const tar = await packFiles(files);
     const r = await this.transport.exec(['sh', '-c', script, 'sh', work, ...jobs.map((j) => j.jobName)], {
       input: tar,
@@ -313,6 +350,16 @@ done`;
         ...(j.endTime && j.state !== 'RUNNING' && j.state !== 'PENDING' ? { finishedAt: j.endTime } : {}),
       };
     });
+  }
+
+  /** Free GPUs per partition and type, from one `sinfo` (a node in several partitions counts in each). */
+  override async capacity(): Promise<Capacity> {
+    const partitions = parseSinfoCapacity(
+      await this.run(['sinfo', '-h', '-N', '-O', 'NodeList:|,Partition:|,Gres:|,GresUsed:|,StateCompact:|']),
+    );
+    const allowed = new Set((this.spec.slurm?.partitions ?? []).map((p) => p.name));
+    const mine = allowed.size ? partitions.filter((p) => allowed.has(p.partition)) : partitions;
+    return { freeGpus: Math.max(0, ...mine.map((p) => p.freeGpus)), partitions: mine };
   }
 
   override async cancel(h: JobHandle): Promise<void> {

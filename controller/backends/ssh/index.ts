@@ -15,6 +15,7 @@ import type { Backend as BackendObject } from '../../spec/schema.js';
 import {
   JobState,
   type Backend,
+  type Capacity,
   type BackendContext,
   type BackendFactory,
   type JobHandle,
@@ -65,6 +66,7 @@ export class SshBackend implements Backend {
       ...(c.knownHostsFile ? { knownHostsFile: c.knownHostsFile } : {}),
       ...(c.hostKeyPolicy ? { hostKeyPolicy: c.hostKeyPolicy } : {}),
       ...(c.keepaliveSec ? { keepaliveSec: c.keepaliveSec } : {}),
+      ...(c.proxyJump ? { proxyJump: c.proxyJump } : {}),
     });
   }
 
@@ -368,10 +370,45 @@ done`;
     }
   }
 
+  /**
+   * GPUs of the host from `nvidia-smi`: a GPU with 100 MiB or more in use is busy (another
+   * process is on it). A host without nvidia-smi reports no GPUs and says why.
+   */
+  async capacity(): Promise<Capacity> {
+    const r = await this.transport.exec([
+      'nvidia-smi',
+      '--query-gpu=index,name,memory.total,memory.used',
+      '--format=csv,noheader,nounits',
+    ]);
+    if (r.code !== 0)
+      return {
+        freeGpus: 0,
+        gpus: [],
+        note: `nvidia-smi is not available on ${this.transport.where} (${r.stderr.trim() || `exit ${r.code}`})`,
+      };
+    const gpus = parseNvidiaSmi(r.stdout.toString());
+    return { freeGpus: gpus.filter((g) => !g.busy).length, gpus };
+  }
+
   async close(): Promise<void> {
     this.transport.close();
     await this.git?.close();
   }
+}
+
+/** `0, NVIDIA H100 80GB HBM3, 81559, 4` lines → GPUs; busy at ≥ 100 MiB used. */
+export function parseNvidiaSmi(text: string): NonNullable<Capacity['gpus']> {
+  return text
+    .split('\n')
+    .map((l) => l.split(',').map((x) => x.trim()))
+    .filter((f) => f.length >= 4 && /^\d+$/.test(f[0]!))
+    .map(([index, name, total, used]) => ({
+      index: Number(index),
+      name: name!,
+      memoryTotalMiB: Number(total),
+      memoryUsedMiB: Number(used),
+      busy: Number(used) >= 100,
+    }));
 }
 
 export const sshBackend: BackendFactory = {

@@ -7,7 +7,9 @@
 import { createHmac } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import pLimit from 'p-limit';
 import { Client, type ConnectConfig } from 'ssh2';
 import { AdvError, ErrorCode } from '../../errors.js';
@@ -21,6 +23,8 @@ export interface SshConnection {
   knownHostsFile?: string;
   hostKeyPolicy?: 'strict' | 'accept-new';
   keepaliveSec?: number;
+  /** `[user@]host[:port]` to hop through; default: ProxyJump from ~/.ssh/config. */
+  proxyJump?: string;
 }
 
 export interface ExecResult {
@@ -28,6 +32,8 @@ export interface ExecResult {
   stdout: Buffer;
   stderr: string;
 }
+
+const execFileP = promisify(execFile);
 
 const expandHome = (p: string): string => (p.startsWith('~/') ? homedir() + p.slice(1) : p);
 
@@ -58,6 +64,7 @@ export function knownKeys(text: string, name: string): Buffer[] {
 export class SshTransport {
   private client: Client | undefined;
   private connecting: Promise<Client> | undefined;
+  private jump: SshTransport | undefined;
   private readonly slots: ReturnType<typeof pLimit>;
   private readonly port: number;
   /** Channels opened since start (tests check none leak). */
@@ -76,17 +83,114 @@ export class SshTransport {
     return `${this.conn.user ? this.conn.user + '@' : ''}${this.conn.host}:${this.port}`;
   }
 
+  /**
+   * What OpenSSH would use for this host (`ssh -G`): `~/.ssh/config` aliases, user, port,
+   * identity files and ProxyJump. Values in the Backend spec win.
+   */
+  private async resolve(): Promise<{
+    host: string;
+    port: number;
+    user: string;
+    identityFile?: string;
+    proxyJump?: string;
+  }> {
+    const cfg = new Map<string, string[]>();
+    try {
+      const config = process.env.ADV_SSH_CONFIG; // another config file than ~/.ssh/config
+      const args = [
+        '-G',
+        ...(config ? ['-F', config] : []),
+        ...(this.conn.port ? ['-p', String(this.conn.port)] : []),
+        ...(this.conn.user ? ['-l', this.conn.user] : []),
+        this.conn.host,
+      ];
+      const { stdout } = await execFileP('ssh', args, { timeout: 5000 });
+      for (const line of stdout.split('\n')) {
+        const i = line.indexOf(' ');
+        if (i > 0)
+          cfg.set(line.slice(0, i).toLowerCase(), [
+            ...(cfg.get(line.slice(0, i).toLowerCase()) ?? []),
+            line.slice(i + 1),
+          ]);
+      }
+    } catch {
+      // No ssh client here: the Backend's own fields are all there is.
+    }
+    const first = (k: string) => cfg.get(k)?.[0];
+    const identity =
+      this.conn.identityFile ??
+      (process.env.SSH_AUTH_SOCK
+        ? undefined
+        : (cfg.get('identityfile') ?? []).map(expandHome).find((f) => existsSync(f)));
+    const jump =
+      this.conn.proxyJump ??
+      (first('proxyjump') && first('proxyjump') !== 'none' ? first('proxyjump') : undefined);
+    return {
+      host: first('hostname') ?? this.conn.host,
+      port: this.conn.port ?? Number(first('port') ?? 22),
+      user: this.conn.user ?? first('user') ?? process.env.USER ?? 'root',
+      ...(identity ? { identityFile: identity } : {}),
+      ...(jump ? { proxyJump: jump } : {}),
+    };
+  }
+
+  /** A TCP stream to host:port opened from this host (what ProxyJump rides on). */
+  async forward(host: string, port: number): Promise<Duplex> {
+    const client = await this.connect();
+    return new Promise((resolve, reject) =>
+      client.forwardOut('127.0.0.1', 0, host, port, (err, stream) =>
+        err
+          ? reject(
+              new AdvError(
+                ErrorCode.BackendError,
+                `ProxyJump ${this.where} cannot reach ${host}:${port}: ${err.message}`,
+              ),
+            )
+          : resolve(stream),
+      ),
+    );
+  }
+
   private connect(): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);
-    this.connecting ??= new Promise<Client>((resolve, reject) => {
+    this.connecting ??= this.resolve()
+      .then(async (r) => {
+        let sock: Duplex | undefined;
+        if (r.proxyJump) {
+          const m = /^(?:([^@]+)@)?([^:]+)(?::(\d+))?$/.exec(r.proxyJump.split(',')[0]!);
+          if (!m) throw new AdvError(ErrorCode.BackendError, `cannot read ProxyJump ${r.proxyJump}`);
+          this.jump ??= new SshTransport({
+            host: m[2]!,
+            ...(m[3] ? { port: Number(m[3]) } : {}),
+            ...(m[1] ? { user: m[1] } : {}),
+            ...(this.conn.identityFile ? { identityFile: this.conn.identityFile } : {}),
+            ...(this.conn.knownHostsFile ? { knownHostsFile: this.conn.knownHostsFile } : {}),
+            ...(this.conn.hostKeyPolicy ? { hostKeyPolicy: this.conn.hostKeyPolicy } : {}),
+          });
+          sock = await this.jump.forward(r.host, r.port);
+        }
+        return this.open(r, sock);
+      })
+      .finally(() => {
+        this.connecting = undefined;
+      });
+    return this.connecting;
+  }
+
+  private open(
+    r: { host: string; port: number; user: string; identityFile?: string },
+    sock?: Duplex,
+  ): Promise<Client> {
+    return new Promise<Client>((resolve, reject) => {
       const c = new Client();
       let hostKeyProblem: string | undefined;
-      const name = knownHostsName(this.conn.host, this.port);
+      const name = knownHostsName(r.host, r.port);
       const khFile = expandHome(this.conn.knownHostsFile ?? '~/.ssh/known_hosts');
       const config: ConnectConfig = {
-        host: this.conn.host,
-        port: this.port,
-        username: this.conn.user ?? process.env.USER ?? 'root',
+        host: r.host,
+        port: r.port,
+        username: r.user,
+        ...(sock ? { sock } : {}),
         keepaliveInterval: (this.conn.keepaliveSec ?? 15) * 1000,
         keepaliveCountMax: 3,
         readyTimeout: 20_000,
@@ -102,19 +206,17 @@ export class SshTransport {
             appendFileSync(khFile, `${name} ${type} ${key.toString('base64')}\n`);
             return true;
           }
-          hostKeyProblem = `${name} is not in ${khFile}: add it (ssh-keyscan -p ${this.port} ${this.conn.host} >> ${khFile}), or set connection.hostKeyPolicy: accept-new`;
+          hostKeyProblem = `${name} is not in ${khFile}: add it (ssh-keyscan -p ${r.port} ${r.host} >> ${khFile}), or set connection.hostKeyPolicy: accept-new`;
           return false;
         },
       };
-      if (this.conn.identityFile) config.privateKey = readFileSync(expandHome(this.conn.identityFile));
+      if (r.identityFile) config.privateKey = readFileSync(expandHome(r.identityFile));
       else if (process.env.SSH_AUTH_SOCK) config.agent = process.env.SSH_AUTH_SOCK;
       c.once('ready', () => {
         this.client = c;
-        this.connecting = undefined;
         resolve(c);
       });
       c.once('error', (e: Error & { level?: string; code?: string }) => {
-        this.connecting = undefined;
         this.client = undefined;
         const msg = hostKeyProblem
           ? hostKeyProblem
@@ -132,7 +234,6 @@ export class SshTransport {
       });
       c.connect(config);
     });
-    return this.connecting;
   }
 
   /** Runs an argument vector on the host; stdin from `input`. Never throws for a non-zero exit. */
@@ -207,5 +308,6 @@ export class SshTransport {
   close(): void {
     this.client?.end();
     this.client = undefined;
+    this.jump?.close();
   }
 }
