@@ -16,7 +16,7 @@ import pLimit from 'p-limit';
 import pino from 'pino';
 import { SlurmBackend } from '../controller/backends/slurm/index.js';
 import type { JobHandle } from '../controller/backends/types.js';
-import { startSshd } from '../test/helpers/sshd.js';
+import { sshConnection, startSshd } from '../test/helpers/sshd.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
 import { table } from './lib.js';
 
@@ -33,13 +33,7 @@ async function main(): Promise<void> {
     'slurm-local',
     {
       type: 'slurm',
-      connection: {
-        host: '127.0.0.1',
-        port: sshd.port,
-        user: sshd.user,
-        identityFile: sshd.identityFile,
-        knownHostsFile: sshd.knownHostsFile,
-      },
+      connection: sshConnection(sshd),
       paths: { root: join(tmp, 'root') },
       slurm: { sbatchDefaults: { partition: 'debug' } },
     },

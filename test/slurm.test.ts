@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -120,13 +120,7 @@ spec:
       'cap',
       {
         type: 'slurm',
-        connection: {
-          host: '127.0.0.1',
-          port: sshd.port,
-          user: sshd.user,
-          identityFile: sshd.identityFile,
-          knownHostsFile: sshd.knownHostsFile,
-        },
+        connection: sshConnection(sshd),
         slurm: { partitions: [{ name: 'debug' }] },
       },
       {
@@ -146,13 +140,7 @@ spec:
       'h',
       {
         type: 'ssh',
-        connection: {
-          host: '127.0.0.1',
-          port: sshd.port,
-          user: sshd.user,
-          identityFile: sshd.identityFile,
-          knownHostsFile: sshd.knownHostsFile,
-        },
+        connection: sshConnection(sshd),
       },
       {
         dataDir: tmp,

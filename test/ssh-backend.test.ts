@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
 import pino from 'pino';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -118,13 +118,7 @@ describe.runIf(available)('ssh backend on a real sshd', () => {
       'ssh-local',
       {
         type: 'ssh',
-        connection: {
-          host: '127.0.0.1',
-          port: sshd.port,
-          user: sshd.user,
-          identityFile: sshd.identityFile,
-          knownHostsFile: sshd.knownHostsFile,
-        },
+        connection: sshConnection(sshd),
         paths: { root: join(tmp, 'root') },
       },
       { dataDir: tmp, gitdir: join(wt.dir, '.git'), logger: pino({ level: 'silent' }), now: Date.now },

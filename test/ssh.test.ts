@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SshTransport } from '../controller/backends/ssh/transport.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 
 const available = haveSshd();
 if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');
@@ -17,13 +17,7 @@ describe.runIf(available)('SSH transport on a real sshd', () => {
   let t: SshTransport;
   beforeAll(async () => {
     sshd = await startSshd();
-    t = new SshTransport({
-      host: sshd.host,
-      port: sshd.port,
-      user: sshd.user,
-      identityFile: sshd.identityFile,
-      knownHostsFile: sshd.knownHostsFile,
-    });
+    t = new SshTransport(sshConnection(sshd));
   });
   afterAll(async () => {
     t?.close();

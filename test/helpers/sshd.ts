@@ -6,8 +6,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import { freePort } from './net.js';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 
@@ -19,14 +19,6 @@ export interface Sshd {
   knownHostsFile: string;
   dir: string;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 export async function startSshd(): Promise<Sshd> {
@@ -87,6 +79,23 @@ export async function startSshd(): Promise<Sshd> {
       await new Promise((r) => setTimeout(r, 50));
       await rm(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** The Backend `connection` block (and SshTransport options) that reach this sshd. */
+export function sshConnection(s: Sshd): {
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  knownHostsFile: string;
+} {
+  return {
+    host: s.host,
+    port: s.port,
+    user: s.user,
+    identityFile: s.identityFile,
+    knownHostsFile: s.knownHostsFile,
   };
 }
 
