@@ -14,7 +14,14 @@ import pLimit from 'p-limit';
 import pino, { type Logger } from 'pino';
 import { argvFor } from '../runtime/exec.js';
 import { BACKEND_FACTORIES } from './backends/registry.js';
-import type { Backend, BackendFactory, JobHandle, JobRequest, ObservedJob } from './backends/types.js';
+import {
+  unobservable,
+  type Backend,
+  type BackendFactory,
+  type JobHandle,
+  type JobRequest,
+  type ObservedJob,
+} from './backends/types.js';
 import { AdvError, ErrorCode, isAdvError } from './errors.js';
 import { readJsonCache, writeJsonCache } from './internal/json-cache.js';
 import { SpecsRepo, type SpecsRepoOptions } from './git/specs-repo.js';
@@ -654,8 +661,7 @@ export class Controller {
     }
     const out = new Map<string, ObservedJob>();
     const unknown = (handles: JobHandle[], reason: string, message: string) => {
-      for (const h of handles)
-        out.set(h.jobName, { jobName: h.jobName, jobId: h.jobId, state: 'Unknown', reason, message });
+      for (const o of unobservable(handles, reason, message)) out.set(o.jobName, o);
     };
     await Promise.all(
       [...byBackend].map(async ([backend, handles]) => {

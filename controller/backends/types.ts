@@ -3,6 +3,7 @@
  * `registry.ts`. Adapters act only on what the planner's actions ask for.
  */
 import type { Logger } from 'pino';
+import { ExitReason } from '../../runtime/records.js';
 import type { Backend as BackendObject, BackendType, RunSpec } from '../spec/schema.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */
@@ -71,6 +72,41 @@ export interface Capacity {
   gpus?: { index: number; name: string; memoryTotalMiB: number; memoryUsedMiB: number; busy: boolean }[];
   /** Why the figures are partial (no nvidia-smi, …). */
   note?: string;
+}
+
+/** Every handle observed as `Unknown`: the backend could not be asked (not a failure). */
+export function unobservable(handles: readonly JobHandle[], reason: string, message: string): ObservedJob[] {
+  return handles.map((h) => ({
+    jobName: h.jobName,
+    jobId: h.jobId,
+    state: JobState.Unknown,
+    reason,
+    message,
+  }));
+}
+
+/** What `adv exec`'s exit record says, as an observation: the same on every backend that has one. */
+export function observedFromExit(
+  base: { jobName: string; jobId: string },
+  x: { exitCode: number; reason: string; message?: string; startedAt?: string; finishedAt?: string },
+): ObservedJob {
+  const state =
+    x.reason === ExitReason.Completed
+      ? JobState.Succeeded
+      : x.reason === ExitReason.Cancelled
+        ? JobState.Cancelled
+        : x.reason === ExitReason.Preempted
+          ? JobState.Preempted
+          : JobState.Failed;
+  return {
+    ...base,
+    state,
+    reason: x.reason,
+    exitCode: x.exitCode,
+    ...(x.message ? { message: x.message } : {}),
+    ...(x.startedAt ? { startedAt: x.startedAt } : {}),
+    ...(x.finishedAt ? { finishedAt: x.finishedAt } : {}),
+  };
 }
 
 export interface Backend {

@@ -17,7 +17,6 @@ import {
   CANCEL_FILE,
   EXEC_FILE,
   EXIT_FILE,
-  ExitReason,
   readJson,
   type ExecRecord,
   type ExitRecord,
@@ -25,6 +24,7 @@ import {
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import {
   JobState,
+  observedFromExit,
   type Backend,
   type BackendContext,
   type BackendFactory,
@@ -128,25 +128,7 @@ export class LocalBackend implements Backend {
       return { ...base, state: JobState.Lost, reason: 'JobDirMissing', message: `${dir} is gone` };
     const exit = readJson<ExitRecord>(dir, EXIT_FILE);
     const exec = readJson<ExecRecord>(dir, EXEC_FILE);
-    if (exit) {
-      const state =
-        exit.reason === ExitReason.Completed
-          ? JobState.Succeeded
-          : exit.reason === ExitReason.Cancelled
-            ? JobState.Cancelled
-            : exit.reason === ExitReason.Preempted
-              ? JobState.Preempted
-              : JobState.Failed;
-      return {
-        ...base,
-        state,
-        reason: exit.reason,
-        exitCode: exit.exitCode,
-        ...(exit.message ? { message: exit.message } : {}),
-        startedAt: exit.startedAt,
-        finishedAt: exit.finishedAt,
-      };
-    }
+    if (exit) return observedFromExit(base, exit);
     if (exec) {
       if (isSameProcessAlive(exec.pid, exec.startTicks))
         return { ...base, state: JobState.Running, startedAt: exec.startedAt };

@@ -11,6 +11,7 @@ import { SshBackend } from '../ssh/index.js';
 import { packFiles } from '../ssh/payload.js';
 import {
   JobState,
+  unobservable,
   type BackendContext,
   type BackendFactory,
   type JobHandle,
@@ -324,13 +325,7 @@ done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1
     try {
       infos = new Map((await this.jobs()).map((j) => [j.jobId, j]));
     } catch (e) {
-      return handles.map((h) => ({
-        jobName: h.jobName,
-        jobId: h.jobId,
-        state: JobState.Unknown,
-        reason: 'Unreachable',
-        message: (e as Error).message,
-      }));
+      return unobservable(handles, 'Unreachable', (e as Error).message);
     }
     return handles.map((h) => {
       const j = infos.get(h.jobId);

@@ -14,6 +14,8 @@ import { shellJoin, shellQuote } from '../../internal/shell.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import {
   JobState,
+  observedFromExit,
+  unobservable,
   type Backend,
   type Capacity,
   type BackendContext,
@@ -265,13 +267,7 @@ done`;
     try {
       out = await this.run(['sh', '-c', script, 'sh', ...handles.map((h) => this.jobDir(work, h.jobName))]);
     } catch (e) {
-      return handles.map((h) => ({
-        jobName: h.jobName,
-        jobId: h.jobId,
-        state: JobState.Unknown,
-        reason: 'Unreachable',
-        message: (e as Error).message,
-      }));
+      return unobservable(handles, 'Unreachable', (e as Error).message);
     }
     const lines = new Map(
       out
@@ -282,32 +278,8 @@ done`;
     return handles.map((h) => {
       const [, what, json] = lines.get(h.jobName) ?? [];
       const base = { jobName: h.jobName, jobId: h.jobId };
-      if (what === 'exit') {
-        const x = JSON.parse(json!) as {
-          exitCode: number;
-          reason: string;
-          message?: string;
-          startedAt?: string;
-          finishedAt?: string;
-        };
-        const state =
-          x.reason === 'Completed'
-            ? JobState.Succeeded
-            : x.reason === 'Cancelled'
-              ? JobState.Cancelled
-              : x.reason === 'Preempted'
-                ? JobState.Preempted
-                : JobState.Failed;
-        return {
-          ...base,
-          state,
-          reason: x.reason,
-          exitCode: x.exitCode,
-          ...(x.message ? { message: x.message } : {}),
-          ...(x.startedAt ? { startedAt: x.startedAt } : {}),
-          ...(x.finishedAt ? { finishedAt: x.finishedAt } : {}),
-        };
-      }
+      if (what === 'exit')
+        return observedFromExit(base, JSON.parse(json!) as Parameters<typeof observedFromExit>[1]);
       if (what === 'running')
         return {
           ...base,
