@@ -18,6 +18,7 @@ import {
   unobservable,
   type Backend,
   type BackendFactory,
+  type Capacity,
   type JobHandle,
   type JobRequest,
   type ObservedJob,
@@ -52,13 +53,23 @@ import { storeTarget, type StoreTarget } from './storage.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
+import { EndClass } from './reconcile/classify.js';
 import {
+  ConditionType,
+  setCondition,
   TERMINAL_PHASES,
   type BackendStatusDoc,
   type Heartbeat,
   type RunStatusDoc,
   type StatusDoc,
 } from './status/types.js';
+
+/** How long a backend's `capacity()` answer is used before it is asked again. */
+const CAPACITY_TTL_MS = 15_000;
+/** Failed runs in a row that make a backend degraded, unless its spec says otherwise. */
+const DEFAULT_DEGRADE_AFTER = 3;
+
+type FailureStreakEntry = NonNullable<BackendStatusDoc['status']['failureStreak']>[number];
 
 export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   dataDir: string;
@@ -105,6 +116,11 @@ export class Controller {
   private storeTarget: StoreTarget | undefined;
   private objects: ObjectStore | undefined;
   private readonly heartbeatReadAt = new Map<string, number>();
+  /** What each backend's `capacity()` said, and when (for the solver). */
+  private readonly capacities = new Map<string, { at: number; capacity?: Capacity }>();
+  /** Per backend: runs whose latest attempt there failed, since its last success. */
+  private failureStreaks = new Map<string, FailureStreakEntry[]>();
+  private streaksDirty = true;
   private readonly backends = new Map<string, { instance?: Backend; info: BackendInfo; gen: string }>();
   private controllerId = '';
   private lastFetchError: string | undefined;
@@ -246,9 +262,12 @@ export class Controller {
     lap('observe');
 
     // Plan every due key.
+    const due = this.queue.takeDue();
+    await this.refreshCapacity(due);
     const ctx = await this.planContext();
+    const infos = new Map(ctx.backends.map((b) => [b.name, b as BackendInfo]));
     const actions: RunAction[] = [];
-    for (const key of this.queue.takeDue()) {
+    for (const key of due) {
       const [kind, name] = splitKey(key);
       if (kind !== 'Run') continue;
       stats.planned++;
@@ -265,7 +284,24 @@ export class Controller {
         },
         ctx,
       );
+      // What this pass hands out counts against the backend for the next run planned.
+      for (const act of plan.actions) {
+        const info = infos.get(act.backend);
+        const a = plan.doc?.status.attempts.find((x) => x.n === act.attempt);
+        if (
+          act.type !== 'submit' ||
+          !info ||
+          a?.jobId ||
+          current?.status.attempts.some((x) => x.n === act.attempt)
+        )
+          continue;
+        info.active = (info.active ?? 0) + 1;
+        const spec = plan.doc?.appliedSpec;
+        info.reservedGpus =
+          (info.reservedGpus ?? 0) + (spec?.resources?.gpus ?? 0) * (spec?.resources?.nodes ?? 1);
+      }
       if (plan.doc && plan.doc !== current && plan.summary) {
+        this.streaksDirty = true;
         const a = plan.doc.status.attempts.at(-1);
         this.store.stage('Run', name, plan.doc, {
           summary: plan.summary,
@@ -593,15 +629,114 @@ export class Controller {
         )) ?? (await this.repo.git.resolveRef(ref));
       if (oid) codeRefs.set(ref, oid);
     }
+    const active = new Map<string, number>();
+    for (const name of this.liveRuns()) {
+      const b = this.store.get<RunStatusDoc>('Run', name)!.status.attempts.at(-1)!.backend;
+      active.set(b, (active.get(b) ?? 0) + 1);
+    }
+    this.computeFailureStreaks();
     return {
       now: this.now(),
       specCommit: this.specHead!,
+      // Fresh copies each pass: the pass counts its own submissions into them.
       backends: [...this.backends.values()]
         .filter((b) => this.backendObjects.has(b.info.name))
-        .map((b) => b.info),
+        .map((b) => {
+          const cap = this.capacities.get(b.info.name)?.capacity;
+          const degraded = this.degradedWhy(b.info.name, b.info.spec.degradeAfterFailures);
+          return {
+            ...b.info,
+            active: active.get(b.info.name) ?? 0,
+            ...(cap ? { capacity: cap } : {}),
+            ...(degraded ? { degraded } : {}),
+          };
+        }),
       codeRefs,
       controllerId: this.controllerId,
     };
+  }
+
+  /**
+   * Asks `capacity()` of the backends that can tell, when a due run may be scheduled and asks for
+   * GPUs, at most every CAPACITY_TTL_MS per backend, each answer bounded in time. A backend that
+   * cannot answer is treated as "cannot tell" (its declared capabilities still apply).
+   */
+  private async refreshCapacity(due: readonly string[]): Promise<void> {
+    const wantsGpus = due.some((key) => {
+      const [kind, name] = splitKey(key);
+      if (kind !== 'Run') return false;
+      const desired = this.desiredRuns.get(name);
+      if (!desired || !(desired.spec.resources?.gpus ?? 0)) return false;
+      const st = this.store.get<RunStatusDoc>('Run', name)?.status;
+      return !st || (!TERMINAL_PHASES.has(st.phase) && !isLiveAttempt(st.attempts.at(-1)));
+    });
+    if (!wantsGpus) return;
+    const now = this.now();
+    await Promise.all(
+      [...this.backends].map(async ([name, b]) => {
+        if (!b.instance?.capacity || !b.info.usable) return;
+        if (now - (this.capacities.get(name)?.at ?? -Infinity) < CAPACITY_TTL_MS) return;
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          const capacity = await Promise.race([
+            b.instance.capacity(),
+            new Promise<never>((_, rej) => {
+              timer = setTimeout(() => rej(new Error('capacity() took longer than 10s')), 10_000);
+            }),
+          ]);
+          this.capacities.set(name, { at: now, capacity });
+        } catch (e) {
+          this.capacities.set(name, { at: now });
+          this.logger.warn(
+            { backend: name, err: errText(e) },
+            'cannot read free capacity; using declared capabilities',
+          );
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+  }
+
+  /**
+   * For every backend, the runs whose latest attempt there failed (user error or infrastructure;
+   * not preemption), since its last success: N distinct runs in a row make it degraded.
+   * Recomputed only when a run's status changed.
+   */
+  private computeFailureStreaks(): void {
+    if (!this.streaksDirty) return;
+    this.streaksDirty = false;
+    const ends = new Map<string, FailureStreakEntry[]>();
+    for (const name of this.store.names('Run')) {
+      for (const a of this.store.get<RunStatusDoc>('Run', name)!.status.attempts) {
+        if (!a.finishedAt || !a.class) continue;
+        const list = ends.get(a.backend) ?? [];
+        list.push({ run: name, attempt: a.n, class: a.class, finishedAt: a.finishedAt });
+        ends.set(a.backend, list);
+      }
+    }
+    const streaks = new Map<string, FailureStreakEntry[]>();
+    for (const [backend, list] of ends) {
+      list.sort((x, y) => (x.finishedAt < y.finishedAt ? -1 : x.finishedAt > y.finishedAt ? 1 : 0));
+      const streak: FailureStreakEntry[] = [];
+      for (let i = list.length - 1; i >= 0; i--) {
+        const e = list[i]!;
+        if (e.class === EndClass.Succeeded) break;
+        if (e.class !== EndClass.UserError && e.class !== EndClass.Infrastructure) continue;
+        if (!streak.some((x) => x.run === e.run)) streak.unshift(e);
+      }
+      if (streak.length) streaks.set(backend, streak);
+    }
+    this.failureStreaks = streaks;
+  }
+
+  private degradedWhy(backend: string, threshold = DEFAULT_DEGRADE_AFTER): string | undefined {
+    const streak = this.failureStreaks.get(backend) ?? [];
+    if (streak.length < threshold) return undefined;
+    return `${streak.length} runs failed here in a row: ${streak
+      .slice(-threshold)
+      .map((e) => `${e.run} (${e.class})`)
+      .join(', ')}`;
   }
 
   private async useStorage(spec: StorageSpec): Promise<void> {
@@ -838,14 +973,36 @@ export class Controller {
       const prevCond = prev?.status.conditions.find((c) => c.type === 'Ready');
       if (prevCond && prevCond.status === cond.status && prevCond.message === cond.message)
         cond.lastTransitionTime = prevCond.lastTransitionTime;
+      this.computeFailureStreaks();
+      const degraded = this.degradedWhy(name, b.info.spec.degradeAfterFailures);
+      const conditions = setCondition(
+        [cond],
+        {
+          type: ConditionType.Degraded,
+          status: degraded ? 'True' : 'False',
+          reason: degraded ? 'RunsFailing' : 'Healthy',
+          message: degraded ? `${degraded}; tried after the other backends until a run succeeds here` : '',
+        },
+        cond.lastTransitionTime,
+      );
+      const prevDeg = prev?.status.conditions.find((c) => c.type === ConditionType.Degraded);
+      const deg = conditions.find((c) => c.type === ConditionType.Degraded)!;
+      if (prevDeg && prevDeg.status === deg.status) deg.lastTransitionTime = prevDeg.lastTransitionTime;
+      const streak = this.failureStreaks.get(name);
       const doc: BackendStatusDoc = {
         apiVersion: 'adventuretime.dev/v1alpha1',
         kind: 'BackendStatus',
         metadata: { name },
-        status: { type: b.info.spec.type, conditions: [cond], activeAttempts: active.get(name) ?? 0 },
+        status: {
+          type: b.info.spec.type,
+          conditions,
+          activeAttempts: active.get(name) ?? 0,
+          ...(streak ? { failureStreak: streak.slice(-10) } : {}),
+        },
       };
+      const state = !ready ? `NotReady (${b.info.why})` : degraded ? `Degraded (${degraded})` : 'Ready';
       this.store.stage('Backend', name, doc, {
-        summary: `backend/${name}: ${ready ? 'Ready' : 'NotReady'}${ready ? '' : ` (${b.info.why})`}`,
+        summary: `backend/${name}: ${state}`,
         trailers: [['Backend', name]],
       });
     }

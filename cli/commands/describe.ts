@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { RunStatusDoc } from '../../controller/status/types.js';
+import type { Attempt, RunStatusDoc } from '../../controller/status/types.js';
 import { age, renderTable } from '../format.js';
 import { openStatus } from '../status-reader.js';
 import type { Io } from '../output.js';
@@ -71,7 +71,9 @@ export function registerDescribe(program: Command, io: Io): void {
                   'STARTED',
                   'FINISHED',
                   'EXIT',
+                  'CLASS',
                   'STEPS',
+                  'LOST',
                   'REASON',
                 ],
                 st.attempts.map((a) => [
@@ -83,14 +85,24 @@ export function registerDescribe(program: Command, io: Io): void {
                   a.startedAt ?? '-',
                   a.finishedAt ?? '-',
                   a.exitCode !== undefined ? String(a.exitCode) : '-',
+                  a.class ?? '-',
                   a.startStep !== undefined || a.lastStep !== undefined
                     ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
                     : '-',
+                  lostWork(
+                    a,
+                    st.attempts.find((x) => x.n === a.n + 1),
+                  ),
                   [a.reason, a.message].filter(Boolean).join(': '),
                 ]),
               ).trimEnd()
             : '  (none)',
         );
+        const decisions = st.attempts.filter((a) => a.why);
+        if (decisions.length) {
+          out.push('', 'Scheduling (why each backend was chosen):');
+          for (const a of decisions) out.push(`  #${a.n} → ${a.backend}: ${a.why}`);
+        }
         const history = await r.repo.git.log(r.store.ref, { path: `runs/${name}.yaml`, limit: 50 });
         out.push('', `History (git log ${r.repo.statusBranch} -- runs/${name}.yaml):`);
         for (const c of history.reverse()) {
@@ -108,4 +120,27 @@ export function registerDescribe(program: Command, io: Io): void {
         await r.close();
       }
     });
+}
+
+/**
+ * Work an attempt lost: the time it ran past its last committed checkpoint (or from its start),
+ * and the steps the next attempt had to redo when it restored an older one.
+ */
+export function lostWork(a: Attempt, next: Attempt | undefined): string {
+  if (!a.finishedAt || a.class === 'Succeeded' || !a.startedAt) return '-';
+  const from = Date.parse(a.lastStepAt ?? a.startedAt);
+  const secs = Math.max(0, Math.round((Date.parse(a.finishedAt) - from) / 1000));
+  const since = a.lastStep !== undefined ? `after step ${a.lastStep}` : 'no checkpoint';
+  const end = a.lastStep ?? a.startStep;
+  const redo =
+    next?.startStep !== undefined && end !== undefined && next.startStep < end
+      ? `, ${end - next.startStep} steps redone`
+      : '';
+  return `${duration(secs)} ${since}${redo}`;
+}
+
+function duration(s: number): string {
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  return `${(s / 3600).toFixed(1)}h`;
 }

@@ -10,6 +10,7 @@ import {
   setCondition,
   type RunStatusDoc,
 } from '../status/types.js';
+import { EndClass } from './classify.js';
 import { summaryOf } from './run-plan.js';
 
 export function recordSubmitted(
@@ -46,7 +47,13 @@ export function recordSubmitFailed(
   const now = new Date(nowMs).toISOString();
   const a = doc.status.attempts.find((x) => x.n === n);
   if (a)
-    Object.assign(a, { phase: AttemptPhase.Failed, reason: Reason.SubmitFailed, message, finishedAt: now });
+    Object.assign(a, {
+      phase: AttemptPhase.Failed,
+      class: EndClass.Infrastructure,
+      reason: Reason.SubmitFailed,
+      message,
+      finishedAt: now,
+    });
   doc.status.phase = Phase.Scheduling;
   doc.status.reason = Reason.SubmitFailed;
   doc.status.message = `attempt ${n} could not be submitted to ${a?.backend}: ${message}`;

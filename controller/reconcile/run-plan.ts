@@ -6,7 +6,7 @@
 import jsonpatch from 'fast-json-patch';
 import { createHash } from 'node:crypto';
 import { jobNameFor, JobState, type ObservedJob } from '../backends/types.js';
-import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
+import type { RunSpec } from '../spec/schema.js';
 import {
   AttemptPhase,
   ConditionType,
@@ -19,6 +19,10 @@ import {
   type Heartbeat,
   type RunStatusDoc,
 } from '../status/types.js';
+import { classifyEnd, EndClass } from './classify.js';
+import { solve, type BackendInfo } from './solver.js';
+
+export type { BackendInfo } from './solver.js';
 
 export const RECONCILE_ANNOTATION = 'adventuretime.dev/reconcile-requested-at';
 
@@ -38,15 +42,6 @@ export interface InvalidRun {
   line: number;
   column: number;
   message: string;
-}
-
-export interface BackendInfo {
-  name: string;
-  spec: BackendObject['spec'];
-  /** An adapter exists for its type and it is not suspended. */
-  usable: boolean;
-  /** Why not, when not usable. */
-  why?: string;
 }
 
 export interface PlanContext {
@@ -121,14 +116,47 @@ const DEFAULTS = {
   backoffFactor: 2,
 };
 
-/** Attempts that ended in a user-code failure (they count against maxAttempts). */
-const userFailures = (attempts: readonly Attempt[]) =>
-  attempts.filter((a) => a.phase === AttemptPhase.Failed && a.reason !== Reason.SubmitFailed).length;
-const infraFailures = (attempts: readonly Attempt[]) =>
-  attempts.filter(
-    (a) =>
-      a.phase === AttemptPhase.Preempted || a.phase === AttemptPhase.Lost || a.reason === Reason.SubmitFailed,
-  ).length;
+/** The class of an ended attempt (inferred for records written before classes existed). */
+function classOf(a: Attempt): EndClass | undefined {
+  if (a.class) return a.class;
+  if (a.reason === Reason.SubmitFailed || a.phase === AttemptPhase.Lost) return EndClass.Infrastructure;
+  if (a.phase === AttemptPhase.Preempted) return EndClass.Preempted;
+  if (a.phase === AttemptPhase.Failed) return EndClass.UserError;
+  if (a.phase === AttemptPhase.Succeeded) return EndClass.Succeeded;
+  if (a.phase === AttemptPhase.Cancelled) return EndClass.Cancelled;
+  return undefined;
+}
+
+/** It committed a checkpoint past the one it started from. */
+const madeProgress = (a: Attempt) => a.lastStep !== undefined && a.lastStep > (a.startStep ?? -1);
+
+/**
+ * Attempts that count against maxAttempts: user-code failures, and time-outs that made no
+ * progress (a time-out after a new checkpoint is a long run going on, as submitit requeues it).
+ */
+export const userFailures = (attempts: readonly Attempt[]) =>
+  attempts.filter((a) => {
+    const c = classOf(a);
+    return c === EndClass.UserError || (c === EndClass.Timeout && !madeProgress(a));
+  }).length;
+
+/** Attempts ended by preemption or infrastructure: their own, generous cap (maxInfraAttempts). */
+export const infraFailures = (attempts: readonly Attempt[]) =>
+  attempts.filter((a) => {
+    const c = classOf(a);
+    return c === EndClass.Preempted || c === EndClass.Infrastructure;
+  }).length;
+
+/** Wall-clock time the run's attempts have run, in ms (a live one up to now). */
+export function runTimeMs(attempts: readonly Attempt[], nowMs: number): number {
+  let sum = 0;
+  for (const a of attempts) {
+    if (!a.startedAt) continue;
+    const end = a.finishedAt ? Date.parse(a.finishedAt) : nowMs;
+    sum += Math.max(0, end - Date.parse(a.startedAt));
+  }
+  return sum;
+}
 
 export function planRun(
   input: {
@@ -290,11 +318,18 @@ export function planRun(
   // 3. What the backend and the worker's heartbeat say about the current attempt.
   last = st.attempts.at(-1);
   if (last && heartbeat && heartbeat.attempt === last.n) applyHeartbeat(doc, last, heartbeat, ctx.now);
-  if (isLive(last) && observed && observed.jobName === last.jobName)
-    applyObservation(doc, last, observed, spec, ctx.now);
+  if (isLive(last) && observed && observed.jobName === last.jobName) {
+    if (applyObservation(doc, last, observed, spec, ctx.now)) actions.push(cancelAction(name, last));
+    if (!isLive(last) && st.message) events.push(st.message);
+  }
+  // Guardrails: time limits, and a queue that does not move.
+  if (isLive(last) && last.phase !== AttemptPhase.Submitting && guardrails(doc, last, spec, ctx)) {
+    actions.push(cancelAction(name, last));
+    if (st.message) events.push(st.message);
+  }
   last = st.attempts.at(-1);
   if (last?.phase === AttemptPhase.Running && st.lastHeartbeat) {
-    const limit = (spec.policy?.heartbeatTimeoutSec ?? DEFAULT_HEARTBEAT_TIMEOUT_SEC) * 1000;
+    const limit = heartbeatTimeoutMs(spec);
     const age = ctx.now - Date.parse(st.lastHeartbeat);
     st.conditions =
       age > limit
@@ -318,12 +353,23 @@ export function planRun(
   let requeueAfterMs: number | undefined;
   if (!isLive(last) && (st.phase === Phase.Pending || st.phase === Phase.Scheduling)) {
     const due = st.nextAttemptAfter ? Date.parse(st.nextAttemptAfter) : 0;
-    if (due > ctx.now) {
+    const total = runTimeMs(st.attempts, ctx.now);
+    const maxTotal = spec.policy?.maxTotalHours;
+    if (maxTotal !== undefined && total >= maxTotal * 3_600_000) {
+      delete st.nextAttemptAfter;
+      setPhase(
+        doc,
+        Phase.Failed,
+        Reason.TotalTimeExceeded,
+        `the run's attempts ran ${hours(total)} in total, past policy.maxTotalHours (${maxTotal}h)`,
+        now,
+      );
+    } else if (due > ctx.now) {
       requeueAfterMs = due - ctx.now;
     } else {
       const codeRef = spec.code?.ref;
       const codeCommit = st.codeCommit ?? (codeRef ? ctx.codeRefs.get(codeRef) : ctx.specCommit);
-      const choice = chooseBackend(spec, ctx.backends);
+      const choice = solve(spec, ctx.backends, st.attempts, ctx.now);
       if (!codeCommit) {
         setPhase(
           doc,
@@ -338,13 +384,14 @@ export function planRun(
           now,
         );
       } else if (!choice.backend) {
-        setPhase(doc, Phase.Pending, Reason.NoBackend, choice.why, now);
+        const reason = choice.wait === 'NoCapacity' ? Reason.NoCapacity : Reason.NoBackend;
+        setPhase(doc, Phase.Pending, reason, choice.why, now);
         st.conditions = setCondition(
           st.conditions,
-          { type: ConditionType.Scheduled, status: 'False', reason: Reason.NoBackend, message: choice.why },
+          { type: ConditionType.Scheduled, status: 'False', reason, message: choice.why },
           now,
         );
-        requeueAfterMs = 30_000;
+        requeueAfterMs = reason === Reason.NoCapacity ? 10_000 : 30_000;
       } else {
         st.codeCommit = codeCommit;
         const n = (st.attempts.at(-1)?.n ?? 0) + 1;
@@ -357,6 +404,7 @@ export function planRun(
           specCommit: st.specCommit ?? ctx.specCommit,
           codeCommit,
           ...(ctx.controllerId ? { controller: ctx.controllerId } : {}),
+          why: choice.why,
         };
         st.attempts.push(attempt);
         delete st.nextAttemptAfter;
@@ -404,25 +452,52 @@ export function planRun(
   };
 }
 
-function applyObservation(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: RunSpec, nowMs: number): void {
+/** Applies what the backend reports; true when the attempt was given up and its job must be cancelled. */
+function applyObservation(
+  doc: RunStatusDoc,
+  a: Attempt,
+  o: ObservedJob,
+  spec: RunSpec,
+  nowMs: number,
+): boolean {
   const st = doc.status;
   const now = new Date(nowMs).toISOString();
   if (o.jobId && o.jobId !== 'unknown') a.jobId = o.jobId;
   if (o.startedAt) a.startedAt ??= o.startedAt;
-  const end = (phase: AttemptPhase) => {
-    a.phase = phase;
-    a.finishedAt = o.finishedAt ?? now;
-    if (o.exitCode !== undefined) a.exitCode = o.exitCode;
-    if (o.reason) a.reason = o.reason;
-    if (o.message) a.message = o.message;
-    else delete a.message;
-  };
-  switch (o.state) {
-    case JobState.Pending:
+  if (o.state === JobState.Unknown) {
+    // Cannot observe right now: not a failure. Only a sustained loss of observation AND a missing
+    // heartbeat (the worker cannot reach the store either) makes the attempt lost.
+    st.conditions = setCondition(
+      st.conditions,
+      {
+        type: ConditionType.Stale,
+        status: 'True',
+        reason: o.reason ?? 'Unobservable',
+        message: o.message ?? '',
+      },
+      now,
+    );
+    const since = Date.parse(st.conditions.find((c) => c.type === ConditionType.Stale)!.lastTransitionTime);
+    const limit = heartbeatTimeoutMs(spec);
+    const beat = st.lastHeartbeat ? Date.parse(st.lastHeartbeat) : 0;
+    if (nowMs - since <= limit || nowMs - beat <= limit) return false;
+    st.conditions = removeCondition(st.conditions, ConditionType.Stale);
+    endAttempt(doc, a, spec, nowMs, {
+      phase: AttemptPhase.Lost,
+      class: EndClass.Infrastructure,
+      reason: Reason.Unreachable,
+      message: `${a.backend} could not be observed for ${Math.round((nowMs - since) / 1000)}s and the job sent no heartbeat (${o.message ?? o.reason ?? 'unobservable'})`,
+      runReason: Reason.Lost,
+    });
+    return true;
+  }
+  st.conditions = removeCondition(st.conditions, ConditionType.Stale);
+  const cls = classifyEnd(o);
+  if (!cls) {
+    if (o.state === JobState.Pending) {
       a.phase = AttemptPhase.Queued;
       setPhase(doc, Phase.Queued, 'Queued', `attempt ${a.n} queued on ${a.backend}`, now);
-      break;
-    case JobState.Running:
+    } else {
       a.phase = AttemptPhase.Running;
       setPhase(doc, Phase.Running, 'Running', `attempt ${a.n} running on ${a.backend}`, now);
       st.conditions = setCondition(
@@ -430,64 +505,78 @@ function applyObservation(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: R
         { type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' },
         now,
       );
-      break;
-    case JobState.Succeeded:
-      end(AttemptPhase.Succeeded);
-      setPhase(doc, Phase.Succeeded, Reason.Completed, `attempt ${a.n} on ${a.backend} exited 0`, now);
-      st.conditions = setCondition(
-        st.conditions,
-        { type: ConditionType.Ready, status: 'False', reason: Reason.Completed, message: '' },
-        now,
-      );
-      break;
-    case JobState.Failed: {
-      end(AttemptPhase.Failed);
-      const failures = userFailures(st.attempts);
-      const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
-      st.conditions = setCondition(
-        st.conditions,
-        { type: ConditionType.Ready, status: 'False', reason: Reason.Error, message: '' },
-        now,
-      );
-      if (failures >= max) {
-        setPhase(
-          doc,
-          Phase.Failed,
-          Reason.AttemptsExhausted,
-          `attempt ${a.n} exited ${a.exitCode ?? '?'}; ${failures} of ${max} attempts failed`,
-          now,
-        );
-      } else {
-        const b = spec.policy?.backoff ?? {};
-        const delaySec = Math.min(
-          (b.initialSec ?? DEFAULTS.backoffInitialSec) *
-            Math.pow(b.factor ?? DEFAULTS.backoffFactor, failures - 1),
-          b.maxSec ?? DEFAULTS.backoffMaxSec,
-        );
-        st.nextAttemptAfter = new Date(nowMs + delaySec * 1000).toISOString();
-        setPhase(
-          doc,
-          Phase.Scheduling,
-          Reason.BackoffWaiting,
-          `attempt ${a.n} exited ${a.exitCode ?? '?'}; retrying in ${delaySec}s (${failures} of ${max})`,
-          now,
-        );
-      }
-      break;
     }
-    case JobState.Cancelled:
-      end(AttemptPhase.Cancelled);
+    return false;
+  }
+  const phase =
+    cls === EndClass.Succeeded
+      ? AttemptPhase.Succeeded
+      : cls === EndClass.Cancelled
+        ? AttemptPhase.Cancelled
+        : cls === EndClass.Preempted
+          ? AttemptPhase.Preempted
+          : o.state === JobState.Lost
+            ? AttemptPhase.Lost
+            : AttemptPhase.Failed;
+  endAttempt(doc, a, spec, nowMs, {
+    phase,
+    class: cls,
+    ...(o.reason ? { reason: o.reason } : {}),
+    ...(o.message ? { message: o.message } : {}),
+    ...(o.exitCode !== undefined ? { exitCode: o.exitCode } : {}),
+    ...(o.finishedAt ? { finishedAt: o.finishedAt } : {}),
+  });
+  return false;
+}
+
+interface AttemptEnd {
+  phase: AttemptPhase;
+  class: EndClass;
+  reason?: string;
+  message?: string;
+  exitCode?: number;
+  finishedAt?: string;
+  /** The run's reason while it waits for the next attempt (default from the class). */
+  runReason?: string;
+}
+
+/** Ends attempt `a` with class `e.class`, and moves the run on as the class says (classify.ts). */
+export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number, e: AttemptEnd): void {
+  const st = doc.status;
+  const now = new Date(nowMs).toISOString();
+  a.phase = e.phase;
+  a.class = e.class;
+  a.finishedAt = e.finishedAt ?? now;
+  if (e.exitCode !== undefined) a.exitCode = e.exitCode;
+  if (e.reason) a.reason = e.reason;
+  if (e.message) a.message = e.message;
+  else delete a.message;
+  const where = `attempt ${a.n} on ${a.backend}`;
+  const from = st.checkpoint ? `from step ${st.checkpoint.step}` : 'from the start (no checkpoint yet)';
+  const ready = (reason: string) =>
+    (st.conditions = setCondition(
+      st.conditions,
+      { type: ConditionType.Ready, status: 'False', reason, message: '' },
+      now,
+    ));
+  switch (e.class) {
+    case EndClass.Succeeded:
+      setPhase(doc, Phase.Succeeded, Reason.Completed, `${where} exited 0`, now);
+      ready(Reason.Completed);
+      return;
+    case EndClass.Cancelled:
       setPhase(
         doc,
         Phase.Cancelled,
         'CancelledOnBackend',
-        `attempt ${a.n} was cancelled on ${a.backend}, not by the controller`,
+        `${where} was cancelled on the backend, not by the controller`,
         now,
       );
-      break;
-    case JobState.Preempted:
-    case JobState.Lost: {
-      end(o.state === JobState.Preempted ? AttemptPhase.Preempted : AttemptPhase.Lost);
+      ready('Cancelled');
+      return;
+    case EndClass.Preempted:
+    case EndClass.Infrastructure: {
+      ready(e.class);
       const max = spec.policy?.maxInfraAttempts ?? DEFAULTS.maxInfraAttempts;
       if (infraFailures(st.attempts) >= max) {
         setPhase(
@@ -501,59 +590,130 @@ function applyObservation(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: R
         setPhase(
           doc,
           Phase.Scheduling,
-          o.state === JobState.Preempted ? Reason.Preempted : Reason.Lost,
-          `attempt ${a.n} on ${a.backend} ended: ${o.reason ?? o.state}; starting a new attempt`,
+          e.runReason ?? (e.class === EndClass.Preempted ? Reason.Preempted : Reason.Lost),
+          `${where} ended: ${e.reason ?? e.class}; a new attempt starts ${from}`,
           now,
         );
       }
-      break;
-    }
-    case JobState.Unknown:
-      st.conditions = setCondition(
-        st.conditions,
-        {
-          type: ConditionType.Stale,
-          status: 'True',
-          reason: o.reason ?? 'Unobservable',
-          message: o.message ?? '',
-        },
-        now,
-      );
       return;
+    }
+    case EndClass.Timeout:
+      ready(e.class);
+      if (madeProgress(a)) {
+        setPhase(
+          doc,
+          Phase.Scheduling,
+          'Timeout',
+          `${where} reached its time limit (${e.reason ?? 'TIMEOUT'}) after committing step ${a.lastStep}; a new attempt starts ${from}`,
+          now,
+        );
+        return;
+      }
+      break;
+    case EndClass.UserError:
+      ready(Reason.Error);
+      break;
   }
-  st.conditions = removeCondition(st.conditions, ConditionType.Stale);
+  // A user error, or a time-out without progress: counts against maxAttempts, with backoff.
+  const failures = userFailures(st.attempts);
+  const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
+  const what =
+    e.class === EndClass.Timeout
+      ? `reached its time limit (${e.reason ?? 'TIMEOUT'}) without a new checkpoint`
+      : `exited ${a.exitCode ?? '?'}${a.reason && a.reason !== 'Error' ? ` (${a.reason})` : ''}`;
+  if (failures >= max) {
+    setPhase(
+      doc,
+      Phase.Failed,
+      Reason.AttemptsExhausted,
+      `${where} ${what}; ${failures} of ${max} attempts failed`,
+      now,
+    );
+    return;
+  }
+  const b = spec.policy?.backoff ?? {};
+  const delaySec = Math.min(
+    (b.initialSec ?? DEFAULTS.backoffInitialSec) * Math.pow(b.factor ?? DEFAULTS.backoffFactor, failures - 1),
+    b.maxSec ?? DEFAULTS.backoffMaxSec,
+  );
+  st.nextAttemptAfter = new Date(nowMs + delaySec * 1000).toISOString();
+  setPhase(
+    doc,
+    Phase.Scheduling,
+    Reason.BackoffWaiting,
+    `${where} ${what}; retrying in ${delaySec}s ${from} (${failures} of ${max})`,
+    now,
+  );
 }
 
-/** First fit over the selector order, then priority. The full solver replaces this (issue 6). */
-export function chooseBackend(
-  spec: RunSpec,
-  backends: readonly BackendInfo[],
-): { backend?: string; why: string } {
-  const sel = spec.backendSelector ?? {};
-  const byName = new Map(backends.map((b) => [b.name, b]));
-  const ordered = sel.order?.length
-    ? sel.order.map((n) => byName.get(n)).filter((b): b is BackendInfo => b !== undefined)
-    : [...backends].sort(
-        (a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1),
-      );
-  const reasons: string[] = [];
-  for (const b of ordered) {
-    if (sel.allowed?.length && !sel.allowed.includes(b.name)) continue;
-    if (sel.forbidden?.includes(b.name)) continue;
-    if (!b.usable) {
-      reasons.push(`${b.name}: ${b.why ?? 'not usable'}`);
-      continue;
-    }
-    const gpus = spec.resources?.gpus ?? 0;
-    const have = b.spec.capabilities?.gpus;
-    if (gpus > 0 && have !== undefined && have < gpus) {
-      reasons.push(`${b.name}: has ${have} GPUs per node, run needs ${gpus}`);
-      continue;
-    }
-    return { backend: b.name, why: [...reasons, `${b.name}: chosen`].join('; ') };
+/**
+ * Guardrails on a live attempt: `maxTotalHours` over the run, `maxHours` per attempt, and
+ * `queuedTimeoutSec` (withdraw and go elsewhere, when there is an elsewhere). True when the
+ * attempt was stopped and its job must be cancelled.
+ */
+function guardrails(doc: RunStatusDoc, a: Attempt, spec: RunSpec, ctx: PlanContext): boolean {
+  const st = doc.status;
+  const p = spec.policy ?? {};
+  const nowMs = ctx.now;
+  const now = new Date(nowMs).toISOString();
+  const total = runTimeMs(st.attempts, nowMs);
+  if (p.maxTotalHours !== undefined && total > p.maxTotalHours * 3_600_000) {
+    const message = `the run's attempts ran ${hours(total)} in total, past policy.maxTotalHours (${p.maxTotalHours}h)`;
+    endAttempt(doc, a, spec, nowMs, {
+      phase: AttemptPhase.Failed,
+      class: EndClass.Timeout,
+      reason: Reason.TotalTimeExceeded,
+      message,
+    });
+    delete st.nextAttemptAfter;
+    setPhase(doc, Phase.Failed, Reason.TotalTimeExceeded, message, now);
+    return true;
   }
-  return { why: reasons.length ? reasons.join('; ') : 'no backend is defined that the selector allows' };
+  if (a.phase === AttemptPhase.Running && a.startedAt && p.maxHours !== undefined) {
+    const ran = nowMs - Date.parse(a.startedAt);
+    if (ran > p.maxHours * 3_600_000) {
+      endAttempt(doc, a, spec, nowMs, {
+        phase: AttemptPhase.Failed,
+        class: EndClass.Timeout,
+        reason: Reason.MaxHoursExceeded,
+        message: `ran ${hours(ran)}, past policy.maxHours (${p.maxHours}h)`,
+      });
+      // The stopped attempt gets its grace period to commit a last checkpoint first.
+      if (st.phase === Phase.Scheduling)
+        st.nextAttemptAfter = new Date(
+          Math.max(nowMs + RESTART_GRACE_MS, Date.parse(st.nextAttemptAfter ?? now)),
+        ).toISOString();
+      return true;
+    }
+  }
+  if (a.phase === AttemptPhase.Queued && !a.startedAt && p.queuedTimeoutSec !== undefined && a.submittedAt) {
+    const waited = nowMs - Date.parse(a.submittedAt);
+    if (waited > p.queuedTimeoutSec * 1000) {
+      // Withdraw only when another backend could take it: otherwise keep its place in the queue.
+      const elsewhere = solve(
+        spec,
+        ctx.backends.filter((b) => b.name !== a.backend),
+        st.attempts,
+        nowMs,
+      );
+      if (!elsewhere.backend) return false;
+      endAttempt(doc, a, spec, nowMs, {
+        phase: AttemptPhase.Cancelled,
+        class: EndClass.Infrastructure,
+        reason: Reason.QueuedTimeout,
+        message: `queued ${Math.round(waited / 1000)}s on ${a.backend}, past policy.queuedTimeoutSec (${p.queuedTimeoutSec}s); withdrawn`,
+        runReason: Reason.QueuedTimeout,
+      });
+      return true;
+    }
+  }
+  return false;
 }
+
+const hours = (ms: number) => `${(ms / 3_600_000).toFixed(2)}h`;
+
+const heartbeatTimeoutMs = (spec: RunSpec) =>
+  (spec.policy?.heartbeatTimeoutSec ?? DEFAULT_HEARTBEAT_TIMEOUT_SEC) * 1000;
 
 /**
  * A finished run whose spec, labels and annotations are what was acted on has nothing to plan:
@@ -586,7 +746,10 @@ function applyHeartbeat(doc: RunStatusDoc, a: Attempt, hb: Heartbeat, nowMs: num
   st.lastHeartbeat = hb.time;
   if (hb.restoredFrom !== undefined) a.startStep = hb.restoredFrom;
   if (hb.lastCheckpoint) {
-    if (hb.lastCheckpoint.step !== hb.restoredFrom) a.lastStep = hb.lastCheckpoint.step;
+    if (hb.lastCheckpoint.step !== hb.restoredFrom) {
+      a.lastStep = hb.lastCheckpoint.step;
+      a.lastStepAt = hb.lastCheckpoint.createdAt;
+    }
     if (!st.checkpoint || st.checkpoint.step !== hb.lastCheckpoint.step) {
       st.checkpoint = { ...hb.lastCheckpoint };
       st.conditions = setCondition(

@@ -235,6 +235,13 @@ export const PolicySchema = strict(
         description: 'Withdraw an attempt queued this long and try the next backend. Default: never.',
       }),
     ),
+    failoverCooldownSec: optional(
+      Type.Integer({
+        minimum: 0,
+        description:
+          'After a backend preempts or fails this run, it is tried after every other candidate for this long. Default 600.',
+      }),
+    ),
     backoff: optional(BackoffSchema),
     onSpecChange: optional(
       StringEnum(
@@ -586,6 +593,13 @@ export const BackendSpecSchema = strict(
       Type.String({ description: 'Cluster name, for `backendSelector.constraints.clusters`.' }),
     ),
     maxConcurrent: optional(Type.Integer({ minimum: 1, description: 'Attempts running here at once.' })),
+    degradeAfterFailures: optional(
+      Type.Integer({
+        minimum: 1,
+        description:
+          'Failed runs in a row (user errors or infrastructure, not preemptions) after which the backend is marked `Degraded` and tried after the others. Default 3.',
+      }),
+    ),
     capabilities: optional(
       strict(
         {

@@ -2,6 +2,7 @@
  * What the controller writes to the status branch: one YAML file per object. Kubernetes-shaped
  * (phase, conditions with observedGeneration) so it reads like `kubectl get -o yaml`.
  */
+import type { EndClass } from '../reconcile/classify.js';
 import type { RunSpec } from '../spec/schema.js';
 
 export const Phase = {
@@ -39,6 +40,8 @@ export const ConditionType = {
   Stale: 'Stale',
   /** The running attempt's heartbeat is older than policy.heartbeatTimeoutSec. */
   Lost: 'Lost',
+  /** (Backend) It failed several runs in a row; the solver tries it after the others. */
+  Degraded: 'Degraded',
 } as const;
 
 /** Reasons, as constants so tests and users can match on them. */
@@ -57,6 +60,16 @@ export const Reason = {
   Lost: 'Lost',
   Preempted: 'Preempted',
   BackoffWaiting: 'BackoffWaiting',
+  /** Nothing can start the run now and no scheduler can hold it: it waits. */
+  NoCapacity: 'NoCapacity',
+  /** The attempt sat queued past `policy.queuedTimeoutSec` and was withdrawn. */
+  QueuedTimeout: 'QueuedTimeout',
+  /** The attempt ran past `policy.maxHours` and was stopped. */
+  MaxHoursExceeded: 'MaxHoursExceeded',
+  /** The run's attempts together ran past `policy.maxTotalHours`. */
+  TotalTimeExceeded: 'TotalTimeExceeded',
+  /** The job could not be observed past the threshold and sent no heartbeat. */
+  Unreachable: 'Unreachable',
 } as const;
 
 export interface Condition {
@@ -90,6 +103,12 @@ export interface Attempt {
   startStep?: number;
   /** Latest checkpoint this attempt committed. */
   lastStep?: number;
+  /** When that checkpoint was committed: work after it is lost if the attempt ends badly. */
+  lastStepAt?: string;
+  /** What the end was (classify.ts): decides whether and how the run goes on. */
+  class?: EndClass;
+  /** The solver's decision for this attempt: every backend looked at, and why. */
+  why?: string;
 }
 
 /** The latest committed checkpoint of a run, as `adv exec` reported it. */
@@ -153,6 +172,8 @@ export interface BackendStatusDoc {
     type: string;
     conditions: Condition[];
     activeAttempts: number;
+    /** Runs whose latest attempt here failed, most recent last, since its last success. */
+    failureStreak?: { run: string; attempt: number; class: string; finishedAt: string }[];
   };
 }
 

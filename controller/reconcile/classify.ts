@@ -1,0 +1,61 @@
+/**
+ * Failure classification: every observed end of an attempt gets one class, and the class alone
+ * decides what happens next (run-plan.ts):
+ *
+ * | class            | examples                                                      | next                          |
+ * | ---------------- | ------------------------------------------------------------- | ----------------------------- |
+ * | `Succeeded`      | exit 0                                                        | run Succeeded                 |
+ * | `Preempted`      | SLURM PREEMPTED, spot reclaim, SIGTERM from the backend        | new attempt, infra budget     |
+ * | `Infrastructure` | NODE_FAIL, BOOT_FAIL, job gone without an end record, host     | new attempt, infra budget     |
+ * |                  | unreachable past the threshold, the submission itself failed  |                               |
+ * | `UserError`      | non-zero exit, OOM, killed by a signal, command not found      | backoff, counts to maxAttempts |
+ * | `Timeout`        | SLURM TIMEOUT/DEADLINE, `policy.maxHours`                      | new attempt; counts to        |
+ * |                  |                                                               | maxAttempts only without progress |
+ * | `Cancelled`      | scancel by hand, `adv cancel`, spec deleted                   | never restarts                |
+ */
+import { JobState, type ObservedJob } from '../backends/types.js';
+
+export const EndClass = {
+  Succeeded: 'Succeeded',
+  Preempted: 'Preempted',
+  Infrastructure: 'Infrastructure',
+  UserError: 'UserError',
+  Timeout: 'Timeout',
+  Cancelled: 'Cancelled',
+} as const;
+export type EndClass = (typeof EndClass)[keyof typeof EndClass];
+
+/** Backend words for an end caused by the machine, not the code. */
+const INFRA_REASONS = new Set([
+  'NODE_FAIL',
+  'BOOT_FAIL',
+  'LAUNCH_FAILED',
+  'SubmitFailed',
+  'Unreachable',
+  'JobDirMissing',
+  'SpotReclaimed',
+  'HostLost',
+]);
+const TIMEOUT_REASONS = new Set(['TIMEOUT', 'DEADLINE', 'MaxHoursExceeded', 'TimeLimit']);
+
+/** The class of an observed end; undefined while the job is not over (or cannot be observed). */
+export function classifyEnd(o: Pick<ObservedJob, 'state' | 'reason' | 'exitCode'>): EndClass | undefined {
+  switch (o.state) {
+    case JobState.Pending:
+    case JobState.Running:
+    case JobState.Unknown:
+      return undefined;
+    case JobState.Succeeded:
+      return EndClass.Succeeded;
+    case JobState.Cancelled:
+      return EndClass.Cancelled;
+    case JobState.Preempted:
+      return EndClass.Preempted;
+    case JobState.Lost:
+      return EndClass.Infrastructure;
+    case JobState.Failed:
+      if (o.reason && TIMEOUT_REASONS.has(o.reason)) return EndClass.Timeout;
+      if (o.reason && INFRA_REASONS.has(o.reason)) return EndClass.Infrastructure;
+      return EndClass.UserError;
+  }
+}

@@ -1,0 +1,304 @@
+import { describe, expect, it } from 'vitest';
+import type { Capacity } from '../backends/types.js';
+import type { Backend, RunSpec } from '../spec/schema.js';
+import type { Attempt } from '../status/types.js';
+import { EndClass } from './classify.js';
+import { freeGpus, solve, type BackendInfo } from './solver.js';
+
+const T0 = Date.parse('2026-11-22T12:00:00Z');
+const b = (
+  name: string,
+  spec: Partial<Backend['spec']> = {},
+  extra: Partial<BackendInfo> = {},
+): BackendInfo => ({
+  name,
+  spec: { type: 'slurm', ...spec },
+  usable: true,
+  ...extra,
+});
+const slurmCap = (free: number, total = 16, gpuType = 'h100'): Capacity => ({
+  freeGpus: free,
+  partitions: [{ partition: 'gpu', gpuType, totalGpus: total, freeGpus: free }],
+});
+const ended = (n: number, backend: string, cls: EndClass, agoSec: number): Attempt => ({
+  n,
+  backend,
+  jobName: `adv-r-${n}`,
+  phase: cls === EndClass.Preempted ? 'Preempted' : 'Failed',
+  class: cls,
+  specCommit: 'c',
+  startedAt: new Date(T0 - agoSec * 1000 - 60_000).toISOString(),
+  finishedAt: new Date(T0 - agoSec * 1000).toISOString(),
+});
+
+const H100 = { gpus: 8, gpuTypes: ['H100'], vramGiB: 80, ramGiB: 1024, nodes: 4, cuda: true };
+const A100 = { gpus: 4, gpuTypes: ['A100'], vramGiB: 40, ramGiB: 512, nodes: 8, cuda: true };
+const fleet = [
+  b('slurm-a', { priority: 20, cluster: 'campus', capabilities: H100 }, { capacity: slurmCap(0) }),
+  b(
+    'slurm-b',
+    { priority: 10, cluster: 'partner', capabilities: A100 },
+    { capacity: slurmCap(16, 32, 'a100') },
+  ),
+  b('box', {
+    type: 'ssh',
+    priority: 5,
+    capabilities: { gpus: 2, gpuTypes: ['RTX4090'], vramGiB: 24, cuda: true },
+  }),
+  b('local', { type: 'local', priority: -10, maxConcurrent: 2, capabilities: { gpus: 0, cuda: false } }),
+];
+
+type Case = [string, RunSpec, readonly BackendInfo[], string | undefined, RegExp, Attempt[]?];
+const run = (over: Partial<RunSpec>): RunSpec => ({ command: ['train'], ...over });
+
+describe('solve', () => {
+  it.each<Case>([
+    [
+      'priority order; a full cluster is passed over with the count',
+      run({ resources: { gpus: 4 } }),
+      fleet,
+      'slurm-b',
+      /^slurm-a: no free GPUs \(0 free, run needs 4\); slurm-b: chosen, 16 free$/,
+    ],
+    [
+      'gpuType alternatives filter by what each backend declares',
+      run({ resources: { gpus: 1, gpuType: 'A100' } }),
+      fleet,
+      'slurm-b',
+      /slurm-a: has h100 GPUs, run accepts A100.*slurm-b: chosen/,
+    ],
+    [
+      '"any" accepts every type',
+      run({ resources: { gpus: 1, gpuType: 'B200|any' } }),
+      fleet,
+      'slurm-b',
+      /slurm-b: chosen/,
+    ],
+    [
+      'minVramGiB',
+      run({ resources: { gpus: 1 }, backendSelector: { constraints: { minVramGiB: 48 } } }),
+      fleet.slice(1),
+      undefined,
+      /slurm-b: has 40 GiB per GPU, run needs 48; box: has 24 GiB per GPU, run needs 48; local: has 0 GPUs per node, run needs 1$/,
+    ],
+    [
+      'minRamGiB',
+      run({ backendSelector: { constraints: { minRamGiB: 600 } } }),
+      fleet,
+      'slurm-a',
+      /slurm-a: chosen/,
+    ],
+    [
+      'requireCuda skips a CPU box',
+      run({ backendSelector: { order: ['local', 'box'], constraints: { requireCuda: true } } }),
+      fleet,
+      'box',
+      /^local: has no CUDA; box: chosen$/,
+    ],
+    [
+      'preferCuda puts CUDA first without excluding the rest',
+      run({ backendSelector: { order: ['local', 'box'], constraints: { preferCuda: true } } }),
+      fleet,
+      'box',
+      /^box: chosen$/,
+    ],
+    [
+      'clusters',
+      run({ backendSelector: { constraints: { clusters: ['partner'] } } }),
+      fleet,
+      'slurm-b',
+      /slurm-a: cluster campus is not one of partner/,
+    ],
+    [
+      'nodes: a single host cannot take a two-node run',
+      run({ resources: { nodes: 2 }, backendSelector: { order: ['local', 'slurm-b'] } }),
+      fleet,
+      'slurm-b',
+      /^local: spans 1 node, run needs 2; slurm-b: chosen$/,
+    ],
+    [
+      'nodes beyond what a cluster declares',
+      run({ resources: { nodes: 6 }, backendSelector: { order: ['slurm-a'] } }),
+      fleet,
+      undefined,
+      /slurm-a: spans 4 nodes, run needs 6/,
+    ],
+    [
+      'allowed and forbidden',
+      run({ backendSelector: { allowed: ['slurm-a', 'local'], forbidden: ['slurm-a'] } }),
+      fleet,
+      'local',
+      /^local: chosen$/,
+    ],
+    [
+      'an unknown name in order is said, not ignored',
+      run({ backendSelector: { order: ['nope', 'local'] } }),
+      fleet,
+      'local',
+      /^nope: no such Backend; local: chosen$/,
+    ],
+    [
+      'an unusable adapter',
+      run({ backendSelector: { order: ['tpu', 'local'] } }),
+      [...fleet, b('tpu', { type: 'gcp-tpu' }, { usable: false, why: 'no adapter for type gcp-tpu' })],
+      'local',
+      /^tpu: no adapter for type gcp-tpu; local: chosen$/,
+    ],
+    [
+      'preemptible capacity only for runs that allow it',
+      run({ backendSelector: { order: ['spot', 'local'] } }),
+      [b('spot', { type: 'ssh', capabilities: { preemptible: true } }), b('local', { type: 'local' })],
+      'local',
+      /spot: preemptible capacity \(set policy.preemptible: true to allow\)/,
+    ],
+    [
+      'preemptible allowed',
+      run({ policy: { preemptible: true }, backendSelector: { order: ['spot', 'local'] } }),
+      [b('spot', { type: 'ssh', capabilities: { preemptible: true } }), b('local', { type: 'local' })],
+      'spot',
+      /^spot: chosen$/,
+    ],
+    [
+      'maxConcurrent counts live attempts',
+      run({ backendSelector: { order: ['local', 'box'] } }),
+      [b('local', { type: 'local', maxConcurrent: 2 }, { active: 2 }), b('box', { type: 'ssh' })],
+      'box',
+      /^local: full \(2 of 2 running\); box: chosen$/,
+    ],
+    [
+      'nothing free: queue on the SLURM backend with the most GPUs',
+      run({ resources: { gpus: 4 } }),
+      [
+        b('small', { capabilities: { gpus: 4 } }, { capacity: slurmCap(0, 8) }),
+        b('large', { capabilities: { gpus: 4 } }, { capacity: slurmCap(0, 64) }),
+        b(
+          'box',
+          { type: 'ssh', capabilities: { gpus: 4 } },
+          {
+            capacity: {
+              freeGpus: 0,
+              gpus: [0, 1, 2, 3].map((i) => ({
+                index: i,
+                name: 'NVIDIA A100',
+                memoryTotalMiB: 81920,
+                memoryUsedMiB: 9000,
+                busy: true,
+              })),
+            },
+          },
+        ),
+      ],
+      'large',
+      /^box: no free GPUs \(0 free, run needs 4\); large: no free GPUs \(0 free, run needs 4\); queued there \(the most capacity: 64 GPUs\); small: no free GPUs \(0 free, run needs 4\)$/,
+    ],
+    [
+      'nothing free and no scheduler to queue on: wait',
+      run({ backendSelector: { order: ['local'] } }),
+      [b('local', { type: 'local', maxConcurrent: 1 }, { active: 1 })],
+      undefined,
+      /^local: full \(1 of 1 running\)$/,
+    ],
+    [
+      'a backend that just preempted this run goes after the others (eager failover)',
+      run({ backendSelector: { order: ['slurm-local', 'ssh-local'] } }),
+      [b('slurm-local'), b('ssh-local', { type: 'ssh' })],
+      'ssh-local',
+      /^slurm-local: tried after the others: cooling down: attempt 1 was preempted 30s ago; ssh-local: chosen$/,
+      [ended(1, 'slurm-local', EndClass.Preempted, 30)],
+    ],
+    [
+      'after the cool-down it is first again',
+      run({ backendSelector: { order: ['slurm-local', 'ssh-local'] } }),
+      [b('slurm-local'), b('ssh-local', { type: 'ssh' })],
+      'slurm-local',
+      /^slurm-local: chosen$/,
+      [ended(1, 'slurm-local', EndClass.Preempted, 601)],
+    ],
+    [
+      'cooling down, but the only candidate: used, and said',
+      run({ backendSelector: { order: ['slurm-local'] } }),
+      [b('slurm-local')],
+      'slurm-local',
+      /^slurm-local: chosen \(cooling down: attempt 1 was preempted 30s ago\)$/,
+      [ended(1, 'slurm-local', EndClass.Preempted, 30)],
+    ],
+    [
+      'a cancelled attempt does not cool a backend down',
+      run({ backendSelector: { order: ['slurm-local', 'ssh-local'] } }),
+      [b('slurm-local'), b('ssh-local', { type: 'ssh' })],
+      'slurm-local',
+      /^slurm-local: chosen$/,
+      [ended(1, 'slurm-local', EndClass.Cancelled, 30)],
+    ],
+    [
+      'a degraded backend goes after the healthy ones',
+      run({}),
+      [b('a', { priority: 9 }, { degraded: '3 runs failed here in a row' }), b('b')],
+      'b',
+      /^a: tried after the others: degraded \(3 runs failed here in a row\); b: chosen$/,
+    ],
+    [
+      'GPU types of a host come from nvidia-smi names',
+      run({ resources: { gpus: 1, gpuType: 'H100' }, backendSelector: { order: ['box'] } }),
+      [
+        b(
+          'box',
+          { type: 'ssh' },
+          {
+            capacity: {
+              freeGpus: 1,
+              gpus: [
+                {
+                  index: 0,
+                  name: 'NVIDIA H100 80GB HBM3',
+                  memoryTotalMiB: 81559,
+                  memoryUsedMiB: 0,
+                  busy: false,
+                },
+              ],
+            },
+          },
+        ),
+      ],
+      'box',
+      /^box: chosen, 1 free$/,
+    ],
+    [
+      'GPUs reserved earlier in the same pass are not free any more',
+      run({ resources: { gpus: 8 }, backendSelector: { order: ['slurm-b', 'slurm-a'] } }),
+      [
+        b('slurm-a', { capabilities: H100 }, { capacity: slurmCap(8) }),
+        b('slurm-b', { capabilities: A100 }, { capacity: slurmCap(16, 32, 'a100'), reservedGpus: 12 }),
+      ],
+      'slurm-a',
+      /^slurm-b: has 4 GPUs per node, run needs 8; slurm-a: chosen, 8 free$/,
+    ],
+  ])('%s', (_title, spec, backends, expected, why, history = []) => {
+    const d = solve(spec, backends, history, T0);
+    expect(d.backend).toBe(expected);
+    expect(d.why).toMatch(why);
+  });
+
+  it('says when no backend is defined that the selector allows', () => {
+    expect(solve(run({ backendSelector: { allowed: ['x'] } }), fleet, [], T0)).toEqual({
+      why: 'no backend is defined that the selector allows',
+      wait: 'NoBackend',
+    });
+  });
+
+  it('counts free GPUs per partition, of acceptable types, and cannot tell without nvidia-smi', () => {
+    const cap: Capacity = {
+      freeGpus: 6,
+      partitions: [
+        { partition: 'gpu', gpuType: 'h100', totalGpus: 8, freeGpus: 2 },
+        { partition: 'gpu', gpuType: 'a100', totalGpus: 8, freeGpus: 4 },
+        { partition: 'debug', gpuType: 'a100', totalGpus: 8, freeGpus: 6 },
+      ],
+    };
+    expect(freeGpus(cap)).toBe(6);
+    expect(freeGpus(cap, ['H100'])).toBe(2);
+    expect(freeGpus(cap, ['V100'])).toBe(0);
+    expect(freeGpus({ freeGpus: 0, gpus: [], note: 'nvidia-smi is not available' })).toBeUndefined();
+    expect(freeGpus(undefined)).toBeUndefined();
+  });
+});

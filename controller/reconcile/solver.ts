@@ -1,0 +1,282 @@
+/**
+ * The solver: which backend gets a run's next attempt, and why. Pure: everything it knows comes in
+ * as arguments, so `adv plan` and the tests see exactly what the controller decides.
+ *
+ * 1. Candidates: `backendSelector.order` if given, else every backend by priority (then name).
+ * 2. Hard filters against what each backend declares (and, for GPUs on a host, what it reports):
+ *    allowed/forbidden, clusters, usable adapter, preemptible capacity, GPUs per node, GPU type
+ *    alternatives, nodes, VRAM, RAM, CUDA.
+ * 3. Soft order: a backend that just preempted or failed this run (cool-down, SkyPilot's "eager
+ *    next region") and a degraded backend go after the others; `preferCuda` puts CUDA first.
+ * 4. The first candidate that can start now (free GPUs where `capacity()` tells, below
+ *    `maxConcurrent`) wins. If none can, the run queues on the SLURM candidate with the most GPUs
+ *    (a scheduler holds the job until it fits); with no SLURM candidate it waits.
+ */
+import type { Capacity } from '../backends/types.js';
+import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
+import type { Attempt } from '../status/types.js';
+import { EndClass } from './classify.js';
+
+export interface BackendInfo {
+  name: string;
+  spec: BackendObject['spec'];
+  /** An adapter exists for its type and it is not suspended. */
+  usable: boolean;
+  /** Why not, when not usable. */
+  why?: string;
+  /** What `capacity()` said lately, where the backend can tell. */
+  capacity?: Capacity;
+  /** Live attempts on it (for `maxConcurrent`); the controller counts this pass's picks in. */
+  active?: number;
+  /** GPUs this pass already handed to runs planned before (not yet in `capacity`). */
+  reservedGpus?: number;
+  /** Set while the backend has failed several runs in a row (its status file says which). */
+  degraded?: string;
+}
+
+export interface Decision {
+  /** The chosen backend; absent when the run has to wait. */
+  backend?: string;
+  /** One clause per backend looked at: `slurm-a: no free H100 (0 of 8); slurm-b: chosen, 16 free`. */
+  why: string;
+  /** Why it waits, when it does. */
+  wait?: 'NoBackend' | 'NoCapacity';
+  /** GPUs the choice takes from the backend's free count (to reserve within one pass). */
+  gpus?: number;
+}
+
+/** How long a backend that preempted or failed a run is tried after the others for that run. */
+export const DEFAULT_COOLDOWN_SEC = 600;
+
+/** Ends that send the next attempt elsewhere first. */
+const COOL_DOWN_CLASSES: ReadonlySet<string> = new Set([
+  EndClass.Preempted,
+  EndClass.Infrastructure,
+  EndClass.UserError,
+  EndClass.Timeout,
+]);
+
+interface Candidate {
+  b: BackendInfo;
+  /** Reasons to try it after the others. */
+  demoted: string[];
+  /** Can it start now, and what it has free (for the message). */
+  now: { ok: boolean; why?: string; free?: number };
+}
+
+export function solve(
+  spec: RunSpec,
+  backends: readonly BackendInfo[],
+  history: readonly Attempt[] = [],
+  nowMs = Date.now(),
+): Decision {
+  const sel = spec.backendSelector ?? {};
+  const cons = sel.constraints ?? {};
+  const res = spec.resources ?? {};
+  const gpus = res.gpus ?? 0;
+  const nodes = res.nodes ?? 1;
+  const types = res.gpuType ? res.gpuType.split('|') : [];
+  const anyType = types.length === 0 || types.includes('any');
+  const byName = new Map(backends.map((b) => [b.name, b]));
+  // Verdicts by backend, said in the order the backends were walked (up to the chosen one).
+  const verdicts = new Map<string, string>();
+  const say = (chosen?: string) => {
+    const names = [...verdicts.keys()];
+    const stop = chosen ? walked.indexOf(chosen) : Infinity;
+    return names
+      .filter((n) => !chosen || walked.indexOf(n) <= stop || evaluated.has(n))
+      .sort((x, y) => walked.indexOf(x) - walked.indexOf(y))
+      .map((n) => `${n}: ${verdicts.get(n)}`)
+      .join('; ');
+  };
+  const evaluated = new Set<string>();
+  const walked: string[] = [];
+
+  const ordered = sel.order?.length
+    ? sel.order.flatMap((n) => {
+        const b = byName.get(n);
+        if (!b) verdicts.set(n, 'no such Backend');
+        walked.push(n);
+        return b ? [b] : [];
+      })
+    : [...backends].sort(
+        (a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1),
+      );
+  if (!sel.order?.length) walked.push(...ordered.map((b) => b.name));
+
+  const feasible: Candidate[] = [];
+  for (const b of ordered) {
+    const no = (why: string) => verdicts.set(b.name, why);
+    const caps = b.spec.capabilities ?? {};
+    if (sel.allowed?.length && !sel.allowed.includes(b.name)) continue;
+    if (sel.forbidden?.includes(b.name)) continue;
+    if (cons.clusters?.length && !(b.spec.cluster && cons.clusters.includes(b.spec.cluster))) {
+      no(`cluster ${b.spec.cluster ?? '(none)'} is not one of ${cons.clusters.join(', ')}`);
+      continue;
+    }
+    if (!b.usable) {
+      no(b.why ?? 'not usable');
+      continue;
+    }
+    if (caps.preemptible && !spec.policy?.preemptible) {
+      no('preemptible capacity (set policy.preemptible: true to allow)');
+      continue;
+    }
+    if (res.tpus && b.spec.type !== 'gcp-tpu') {
+      no(`has no TPUs (type ${b.spec.type})`);
+      continue;
+    }
+    const hostGpus = hostGpuList(b.capacity);
+    const perNode = caps.gpus ?? (hostGpus ? hostGpus.length : undefined);
+    if (gpus > 0 && perNode !== undefined && perNode < gpus) {
+      no(`has ${perNode} GPUs per node, run needs ${gpus}`);
+      continue;
+    }
+    const maxNodes = caps.nodes ?? (b.spec.type === 'slurm' ? undefined : 1);
+    if (nodes > 1 && maxNodes !== undefined && maxNodes < nodes) {
+      no(`spans ${maxNodes} node${maxNodes === 1 ? '' : 's'}, run needs ${nodes}`);
+      continue;
+    }
+    const offered = gpuTypesOf(b);
+    if (gpus > 0 && !anyType && !types.some((t) => offered.has(t.toLowerCase()))) {
+      no(
+        offered.size
+          ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
+          : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`,
+      );
+      continue;
+    }
+    const vram = caps.vramGiB ?? hostVramGiB(b.capacity);
+    if (cons.minVramGiB !== undefined && !(vram !== undefined && vram >= cons.minVramGiB)) {
+      no(
+        vram === undefined
+          ? `declares no capabilities.vramGiB, run needs ${cons.minVramGiB} GiB per GPU`
+          : `has ${vram} GiB per GPU, run needs ${cons.minVramGiB}`,
+      );
+      continue;
+    }
+    if (cons.minRamGiB !== undefined && !(caps.ramGiB !== undefined && caps.ramGiB >= cons.minRamGiB)) {
+      no(
+        caps.ramGiB === undefined
+          ? `declares no capabilities.ramGiB, run needs ${cons.minRamGiB} GiB`
+          : `has ${caps.ramGiB} GiB RAM, run needs ${cons.minRamGiB}`,
+      );
+      continue;
+    }
+    if (cons.requireCuda && caps.cuda !== true) {
+      no(caps.cuda === false ? 'has no CUDA' : 'does not declare capabilities.cuda: true');
+      continue;
+    }
+    const demoted: string[] = [];
+    const cooling = coolingDown(b.name, history, spec, nowMs);
+    if (cooling) demoted.push(cooling);
+    if (b.degraded) demoted.push(`degraded (${b.degraded})`);
+    if (demoted.length) verdicts.set(b.name, `tried after the others: ${demoted.join('; ')}`);
+    feasible.push({ b, demoted, now: canStartNow(b, gpus * nodes, anyType ? [] : types) });
+  }
+
+  if (!feasible.length) {
+    return {
+      why: verdicts.size ? say() : 'no backend is defined that the selector allows',
+      wait: 'NoBackend',
+    };
+  }
+  // Stable: healthy before demoted, CUDA first when preferred, otherwise the order above.
+  const rank = (c: Candidate) =>
+    (c.demoted.length ? 2 : 0) + (cons.preferCuda && c.b.spec.capabilities?.cuda !== true ? 1 : 0);
+  const sorted = feasible.map((c, i) => ({ c, i })).sort((x, y) => rank(x.c) - rank(y.c) || x.i - y.i);
+
+  for (const { c } of sorted) {
+    const note = c.demoted.length ? ` (${c.demoted.join('; ')})` : '';
+    if (c.now.ok) {
+      const free = c.now.free !== undefined ? `, ${c.now.free} free` : '';
+      verdicts.set(c.b.name, `chosen${free}${note}`);
+      return { backend: c.b.name, why: say(c.b.name), gpus: gpus * nodes };
+    }
+    evaluated.add(c.b.name);
+    verdicts.set(c.b.name, `${c.now.why}${note}`);
+  }
+  // Nothing can start now: a scheduler can hold the job until it fits. Queue on the SLURM
+  // candidate with the most GPUs (total over the partitions it may use).
+  const slurm = sorted
+    .map(({ c }) => c)
+    .filter((c) => c.b.spec.type === 'slurm' && !(c.now.why ?? '').startsWith('full'))
+    .sort((x, y) => totalGpus(y.b) - totalGpus(x.b))[0];
+  if (slurm) {
+    const was = verdicts.get(slurm.b.name);
+    verdicts.set(slurm.b.name, `${was}; queued there (the most capacity: ${totalGpus(slurm.b)} GPUs)`);
+    return { backend: slurm.b.name, why: say(), gpus: 0 };
+  }
+  return { why: say(), wait: 'NoCapacity' };
+}
+
+function canStartNow(b: BackendInfo, need: number, types: readonly string[]): Candidate['now'] {
+  const max = b.spec.maxConcurrent;
+  const active = b.active ?? 0;
+  if (max !== undefined && active >= max) return { ok: false, why: `full (${active} of ${max} running)` };
+  if (need === 0) return { ok: true };
+  const reported = freeGpus(b.capacity, types);
+  if (reported === undefined) return { ok: true };
+  const free = Math.max(0, reported - (b.reservedGpus ?? 0));
+  if (free < need) {
+    const what = types.length ? `${types.join('|')} GPUs` : 'GPUs';
+    return { ok: false, why: `no free ${what} (${free} free, run needs ${need})`, free };
+  }
+  return { ok: true, free };
+}
+
+/** Free GPUs of acceptable types, or undefined when the backend cannot tell. */
+export function freeGpus(cap: Capacity | undefined, types: readonly string[] = []): number | undefined {
+  if (!cap) return undefined;
+  const ok = (t: string) =>
+    types.length === 0 || t === 'any' || types.some((x) => t.toLowerCase().includes(x.toLowerCase()));
+  if (cap.partitions?.length) {
+    const byPartition = new Map<string, number>();
+    for (const p of cap.partitions)
+      if (ok(p.gpuType)) byPartition.set(p.partition, (byPartition.get(p.partition) ?? 0) + p.freeGpus);
+    return Math.max(0, ...byPartition.values());
+  }
+  const list = hostGpuList(cap);
+  if (list) return list.filter((g) => !g.busy && ok(g.name)).length;
+  return cap.note ? undefined : cap.freeGpus;
+}
+
+const hostGpuList = (cap: Capacity | undefined) => (cap?.gpus?.length ? cap.gpus : undefined);
+
+function hostVramGiB(cap: Capacity | undefined): number | undefined {
+  const list = hostGpuList(cap);
+  return list ? Math.min(...list.map((g) => g.memoryTotalMiB / 1024)) : undefined;
+}
+
+function gpuTypesOf(b: BackendInfo): Set<string> {
+  const out = new Set<string>();
+  for (const t of b.spec.capabilities?.gpuTypes ?? []) out.add(t.toLowerCase());
+  for (const p of b.spec.slurm?.partitions ?? []) if (p.gpuType) out.add(p.gpuType.toLowerCase());
+  for (const p of b.capacity?.partitions ?? []) if (p.gpuType !== 'any') out.add(p.gpuType.toLowerCase());
+  // nvidia-smi names: "NVIDIA H100 80GB HBM3" offers "h100".
+  for (const g of hostGpuList(b.capacity) ?? [])
+    for (const word of g.name.split(/[\s-]+/)) if (/\d/.test(word)) out.add(word.toLowerCase());
+  return out;
+}
+
+function totalGpus(b: BackendInfo): number {
+  const parts = b.capacity?.partitions;
+  if (parts?.length) return parts.reduce((s, p) => s + p.totalGpus, 0);
+  return (b.spec.capabilities?.gpus ?? 0) * (b.spec.capabilities?.nodes ?? 1);
+}
+
+/** `preempted this run 2m ago` while the backend's last attempt of this run ended badly, recently. */
+function coolingDown(
+  backend: string,
+  history: readonly Attempt[],
+  spec: RunSpec,
+  nowMs: number,
+): string | undefined {
+  const last = [...history].reverse().find((a) => a.backend === backend && a.finishedAt);
+  if (!last || !last.class || !COOL_DOWN_CLASSES.has(last.class)) return undefined;
+  const ago = nowMs - Date.parse(last.finishedAt!);
+  const limit = (spec.policy?.failoverCooldownSec ?? DEFAULT_COOLDOWN_SEC) * 1000;
+  if (ago >= limit) return undefined;
+  const what = last.class === EndClass.Preempted ? 'was preempted' : `ended (${last.class})`;
+  return `cooling down: attempt ${last.n} ${what} ${Math.round(ago / 1000)}s ago`;
+}
