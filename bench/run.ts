@@ -12,6 +12,7 @@ const BENCHES: Record<string, string> = {
   git: './git.ts',
   checkpoint: './checkpoint.ts',
   'ssh-slurm': './ssh-slurm.ts',
+  recovery: './recovery.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -331,9 +331,10 @@ export class Controller {
       );
     }
     stats.actions = runnable.length;
+    const before = this.store.head;
     await this.executeAll(runnable);
     lap('execute');
-    const more = await this.commit();
+    const more = (await this.commit()) + (this.store.head !== before ? 1 : 0);
     stats.commits += more;
     if (more > 0) await this.publish();
     lap('write');
@@ -822,10 +823,30 @@ export class Controller {
         batches.set(a.backend, [...(batches.get(a.backend) ?? []), a]);
       else single.push(a);
     }
+    // Each backend's results are committed as soon as they are in: a slow backend (an ssh host
+    // shipping code for the first time) does not hold back what a fast one has already done, and
+    // a controller that dies meanwhile loses less.
+    const singles = new Map<string, RunAction[]>();
+    for (const a of single) singles.set(a.backend, [...(singles.get(a.backend) ?? []), a]);
     await Promise.all([
-      ...single.map((a) => this.limit(() => this.execute(a))),
-      ...[...batches].map(([name, group]) => this.limit(() => this.submitBatch(name, group))),
+      ...[...singles.values()].map(async (group) => {
+        await Promise.all(group.map((a) => this.limit(() => this.execute(a))));
+        await this.commitSerially();
+      }),
+      ...[...batches].map(async ([name, group]) => {
+        await this.limit(() => this.submitBatch(name, group));
+        await this.commitSerially();
+      }),
     ]);
+  }
+
+  private commitChain: Promise<unknown> = Promise.resolve();
+
+  /** Commits what is staged, one commit at a time (results arrive from backends in parallel). */
+  private commitSerially(): Promise<number> {
+    const next = this.commitChain.then(() => this.commit());
+    this.commitChain = next.catch(() => undefined);
+    return next;
   }
 
   private stageResult(a: RunAction, r: { doc: RunStatusDoc; summary: string }): void {

@@ -11,36 +11,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
+import { SLURM_INFRA, slurmBackendYaml } from './helpers/backends.js';
 import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
-const INFRA = join(import.meta.dirname, 'infra');
+const INFRA = SLURM_INFRA;
 const available = haveSshd() && existsSync('/usr/sbin/slurmctld') && userInfo().uid === 0;
 if (!available && process.env.CI)
   throw new Error('SLURM tests need root, slurm-wlm, munge and openssh-server in CI');
 if (!available) console.warn('SKIPPING the SLURM tests: they need root, slurm-wlm, munge and openssh-server');
-
-const backendYaml = (
-  s: Sshd,
-  root: string,
-  partition: string,
-  name = 'slurm-local',
-) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata:
-  name: ${name}
-spec:
-  type: slurm
-  connection: {host: 127.0.0.1, port: ${s.port}, user: ${s.user}, identityFile: ${s.identityFile}, knownHostsFile: ${s.knownHostsFile}}
-  paths: {root: ${root}}
-  capabilities: {gpus: 2, nodes: 2}
-  slurm:
-    partitions: [{name: debug, preemptible: true}, {name: high}]
-    sbatchDefaults: {partition: ${partition}}
-    gresMapping: {default: gpu}
-    signalGraceSec: 30
-`;
 
 describe.runIf(available)('slurm backend on a real SLURM', () => {
   let sshd: Sshd;
@@ -80,8 +60,8 @@ describe.runIf(available)('slurm backend on a real SLURM', () => {
   it('runs a two-node job with the multi-host contract, preempts one for real, and reports sbatch refusals', async () => {
     const probe = `sh -c 'echo "$JAX_PROCESS_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS $ADV_LOCAL_DEVICE_COUNT $SLURMD_NODENAME" > "${tmp}/proc-$JAX_PROCESS_ID"'`;
     wt = await makeWorkTree({
-      'backends/slurm-local.yaml': backendYaml(sshd, join(tmp, 'root'), 'debug'),
-      'backends/slurm-bad.yaml': backendYaml(sshd, join(tmp, 'root'), 'nope', 'slurm-bad'),
+      'backends/slurm-local.yaml': slurmBackendYaml(sshd, join(tmp, 'root'), 'debug'),
+      'backends/slurm-bad.yaml': slurmBackendYaml(sshd, join(tmp, 'root'), 'nope', 'slurm-bad'),
       'runs/multi.yaml': `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
 metadata: {name: multi}
@@ -194,7 +174,7 @@ describe.runIf(available)('a submit whose answer is lost', () => {
     const sshd = await startSshd();
     const tmp = await mkdtemp(join(tmpdir(), 'adv-slurm-drop-'));
     const wt = await makeWorkTree({
-      'backends/slurm-local.yaml': backendYaml(sshd, join(tmp, 'root'), 'debug'),
+      'backends/slurm-local.yaml': slurmBackendYaml(sshd, join(tmp, 'root'), 'debug'),
       'runs/once.yaml': `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
 metadata: {name: once}

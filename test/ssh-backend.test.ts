@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
 import pino from 'pino';
+import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends.js';
 import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
@@ -19,29 +20,6 @@ const available = haveSshd();
 if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');
 if (!available)
   console.warn('SKIPPING the ssh backend tests: no /usr/sbin/sshd here (apt-get install openssh-server)');
-
-const TRAIN = join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py');
-
-const sshBackendYaml = (
-  s: Sshd,
-  name: string,
-  root: string,
-  port = s.port,
-) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata:
-  name: ${name}
-spec:
-  type: ssh
-  connection:
-    host: 127.0.0.1
-    port: ${port}
-    user: ${s.user}
-    identityFile: ${s.identityFile}
-    knownHostsFile: ${s.knownHostsFile}
-  paths:
-    root: ${root}
-`;
 
 const toy = (name: string, backend: string) => `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
@@ -72,8 +50,7 @@ describe.runIf(available)('ssh backend on a real sshd', () => {
       'backends/local.yaml': LOCAL_BACKEND,
       'backends/ssh-local.yaml': sshBackendYaml(sshd, 'ssh-local', join(tmp, 'root')),
       'backends/ssh-down.yaml': sshBackendYaml(sshd, 'ssh-down', join(tmp, 'root2'), 1),
-      'storage.yaml':
-        'apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: store}}\n',
+      'storage.yaml': FILE_STORAGE,
       'train.py': await readFile(TRAIN, 'utf8'),
       'runs/on-ssh.yaml': toy('on-ssh', 'ssh-local'),
       'runs/on-local.yaml': toy('on-local', 'local'),

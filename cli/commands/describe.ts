@@ -101,7 +101,7 @@ export function registerDescribe(program: Command, io: Io): void {
         const decisions = st.attempts.filter((a) => a.why);
         if (decisions.length) {
           out.push('', 'Scheduling (why each backend was chosen):');
-          for (const a of decisions) out.push(`  #${a.n} → ${a.backend}: ${a.why}`);
+          for (const a of decisions) out.push(`  #${a.n}  ${a.why}`);
         }
         const history = await r.repo.git.log(r.store.ref, { path: `runs/${name}.yaml`, limit: 50 });
         out.push('', `History (git log ${r.repo.statusBranch} -- runs/${name}.yaml):`);

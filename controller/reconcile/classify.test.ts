@@ -4,7 +4,7 @@ import { mapSlurmState } from '../backends/slurm/index.js';
 import { JobState, observedFromExit } from '../backends/types.js';
 import { classifyEnd, EndClass } from './classify.js';
 
-describe('classifyEnd over every SLURM state', () => {
+describe('classifyEnd over every SLURM state (the 24 of squeue(1) JOB STATE CODES)', () => {
   // [state, slurm reason, exit code, class] — `undefined`: not an end (yet).
   it.each([
     ['PENDING', 'Priority', 0, undefined],
@@ -31,7 +31,9 @@ describe('classifyEnd over every SLURM state', () => {
     ['PREEMPTED', 'None', 0, EndClass.Preempted],
     ['NODE_FAIL', 'None', 0, EndClass.Infrastructure],
     ['BOOT_FAIL', 'None', 0, EndClass.Infrastructure],
-    ['SPECIAL_EXIT', 'None', 0, undefined],
+    ['SPECIAL_EXIT', 'None', 3, EndClass.UserError],
+    ['STOPPED', 'None', 0, undefined],
+    ['REVOKED', 'None', 0, EndClass.Cancelled],
   ] as const)('%s (%s, exit %i) → %s', (state, reason, exitCode, expected) => {
     const o = mapSlurmState({ jobId: '1', jobName: 'j', state, reason, exitCode });
     expect(classifyEnd(o)).toBe(expected);

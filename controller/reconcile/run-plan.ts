@@ -320,7 +320,8 @@ export function planRun(
   if (last && heartbeat && heartbeat.attempt === last.n) applyHeartbeat(doc, last, heartbeat, ctx.now);
   if (isLive(last) && observed && observed.jobName === last.jobName) {
     if (applyObservation(doc, last, observed, spec, ctx.now)) actions.push(cancelAction(name, last));
-    if (!isLive(last) && st.message) events.push(st.message);
+    const endedAs = st.attempts.at(-1)?.class;
+    if (endedAs && endedAs !== EndClass.Succeeded && st.message) events.push(st.message);
   }
   // Guardrails: time limits, and a queue that does not move.
   if (isLive(last) && last.phase !== AttemptPhase.Submitting && guardrails(doc, last, spec, ctx)) {

@@ -74,6 +74,7 @@ export function mapSlurmState(
     case 'REQUEUE_HOLD':
     case 'REQUEUE_FED':
     case 'SUSPENDED':
+    case 'STOPPED':
     case 'RESV_DEL_HOLD':
       return { state: JobState.Pending, reason: j.state, message: `pending: ${j.reason}` };
     case 'CONFIGURING':
@@ -115,6 +116,20 @@ export function mapSlurmState(
         state: JobState.Cancelled,
         reason: 'CANCELLED',
         message: `cancelled on the cluster (${j.reason})`,
+        ...exit,
+      };
+    case 'REVOKED':
+      return {
+        state: JobState.Cancelled,
+        reason: 'REVOKED',
+        message: 'revoked: a sibling of this federated job started on another cluster',
+        ...exit,
+      };
+    case 'SPECIAL_EXIT':
+      return {
+        state: JobState.Failed,
+        reason: 'SPECIAL_EXIT',
+        message: `the job exited with a special exit code (${j.exitCode ?? '?'}) and was held`,
         ...exit,
       };
     case 'PREEMPTED':
@@ -240,7 +255,7 @@ export class SlurmBackend extends SshBackend {
    * login node runs one `sbatch` each (a login shell per SSH command costs ~70 ms here, an sbatch
    * ~4 ms). Idempotent by name: a job already queued or running under that name is returned.
    */
-  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+  override async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
     if (!jobs.length) return [];
     const work = await this.workRoot();
     const files: { name: string; body: string; mode?: number }[] = [];

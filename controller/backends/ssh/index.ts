@@ -23,6 +23,7 @@ import {
   type JobHandle,
   type JobRequest,
   type ObservedJob,
+  type SubmitResult,
 } from '../types.js';
 import { buildPayload, codeTree } from './payload.js';
 import { SshTransport } from './transport.js';
@@ -242,6 +243,74 @@ exit "$code"
     ).trim();
     this.ctx.logger.info({ job: job.jobName, pid, host: this.transport.where }, 'started ssh job');
     return { backend: this.name, jobName: job.jobName, jobId: pid };
+  }
+
+  /**
+   * Find-or-launch many jobs: one command to find those already launched (their pid files), the
+   * code and runtime shipped once, and one command per ~96 KiB of job files to write and launch
+   * the rest (sshd hands the whole command to the login shell as ONE argument, capped at 128 KiB).
+   */
+  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+    if (!jobs.length) return [];
+    const work = await this.workRoot();
+    const dirs = jobs.map((j) => this.jobDir(work, j.jobName));
+    const pids = async (script: string, args: string[]) => {
+      const out = new Map<string, string>();
+      for (const line of (await this.run(['sh', '-c', script, 'sh', ...args])).split('\n')) {
+        const [dir, pid] = line.split('\t');
+        if (dir && pid) out.set(dir, pid.trim());
+      }
+      return out;
+    };
+    const found = await pids(
+      'for d in "$@"; do if [ -f "$d/pid" ]; then printf "%s\\t%s\\n" "$d" "$(cat "$d/pid")"; fi; done',
+      dirs,
+    );
+    const results: (SubmitResult | Error)[] = jobs.map((j, i) =>
+      found.has(dirs[i]!)
+        ? { backend: this.name, jobName: j.jobName, jobId: found.get(dirs[i]!)!, adopted: true }
+        : new Error('not launched'),
+    );
+    // Write and launch the rest, in chunks that fit one command line.
+    let chunk: { i: number; args: string[] }[] = [];
+    let size = 0;
+    const flush = async () => {
+      if (!chunk.length) return;
+      const launched = await pids(
+        `umask 077
+while [ $# -gt 0 ]; do
+  d=$1; mkdir -p "$d" && printf %s "$2" > "$d/env" && printf %s "$3" > "$d/run.sh" && (
+    cd "$d" && if [ ! -f pid ]; then setsid nohup sh ./run.sh > output.log 2>&1 < /dev/null & echo $! > pid; fi
+  ) && printf '%s\\t%s\\n' "$d" "$(cat "$d/pid")"
+  shift 3
+done`,
+        chunk.flatMap((c) => c.args),
+      );
+      for (const { i } of chunk) {
+        const pid = launched.get(dirs[i]!);
+        results[i] = pid
+          ? { backend: this.name, jobName: jobs[i]!.jobName, jobId: pid }
+          : new Error(`could not write or launch ${dirs[i]} on ${this.transport.where}`);
+        if (pid)
+          this.ctx.logger.info({ job: jobs[i]!.jobName, pid, host: this.transport.where }, 'started ssh job');
+      }
+      chunk = [];
+      size = 0;
+    };
+    for (let i = 0; i < jobs.length; i++) {
+      if (found.has(dirs[i]!)) continue;
+      try {
+        const { dir, env, runSh } = await this.prepare(jobs[i]!);
+        const n = dir.length + env.length + runSh.length + 16;
+        if (size + n > 96 * 1024) await flush();
+        chunk.push({ i, args: [dir, env, runSh] });
+        size += n;
+      } catch (e) {
+        results[i] = e instanceof Error ? e : new Error(String(e));
+      }
+    }
+    await flush();
+    return results;
   }
 
   async find(jobName: string): Promise<JobHandle | undefined> {
