@@ -181,6 +181,60 @@ describe('local specs repo', () => {
   });
 });
 
+describe('a backend that fails run after run', () => {
+  it('is marked Degraded in its status file, the next run goes elsewhere first, and a success clears it', async () => {
+    const second = LOCAL_BACKEND.replace('name: local', 'name: spare');
+    const failing = (name: string) =>
+      runYaml(name, ['sh', '-c', 'exit 1'], '  policy: {maxAttempts: 1}\n').replace(
+        'order: [local]',
+        'order: [local, spare]',
+      );
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'backends/spare.yaml': second,
+      'runs/f1.yaml': failing('f1'),
+      'runs/f2.yaml': failing('f2'),
+      'runs/f3.yaml': failing('f3'),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    const backend = async (name: string) =>
+      parse(await wt.git('show', `adventuretime/status:backends/${name}.yaml`)) as {
+        status: {
+          conditions: { type: string; status: string; message: string }[];
+          failureStreak?: unknown[];
+        };
+      };
+    const degraded = (await backend('local')).status.conditions.find((x) => x.type === 'Degraded')!;
+    expect(degraded.status).toBe('True');
+    expect(degraded.message).toMatch(
+      /^3 runs failed here in a row: f\d \(UserError\), f\d \(UserError\), f\d \(UserError\)/,
+    );
+    expect((await backend('local')).status.failureStreak).toHaveLength(3);
+
+    // A new run whose order starts with the degraded backend goes to the healthy one first.
+    await wt.write(
+      'runs/ok.yaml',
+      runYaml('ok', ['true']).replace('order: [local]', 'order: [local, spare]'),
+    );
+    await wt.commit('add ok');
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    const ok = c.runStatus('ok')!.status.attempts[0]!;
+    expect(ok.backend).toBe('spare');
+    expect(ok.why).toMatch(
+      /^local: tried after the others: degraded \(3 runs failed here in a row: .*\); spare: chosen$/,
+    );
+
+    // A run that succeeds on it clears the streak.
+    await wt.write('runs/good.yaml', runYaml('good', ['true']));
+    await wt.commit('add good');
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(c.runStatus('good')!.status.attempts[0]!.backend).toBe('local');
+    const after = (await backend('local')).status.conditions.find((x) => x.type === 'Degraded')!;
+    expect(after).toMatchObject({ status: 'False', reason: 'Healthy' });
+  });
+});
+
 describe('checkpoints through the controller', () => {
   it('a run of the example workload on the local backend shows its latest checkpoint in status', async () => {
     const train = readFileSync(join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py'), 'utf8');
