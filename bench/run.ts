@@ -13,6 +13,7 @@ const BENCHES: Record<string, string> = {
   checkpoint: './checkpoint.ts',
   'ssh-slurm': './ssh-slurm.ts',
   recovery: './recovery.ts',
+  dag: './dag.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -5,6 +5,7 @@ import { registerApply } from './commands/apply.js';
 import { registerCkpt } from './commands/ckpt.js';
 import { registerLogs } from './commands/logs.js';
 import { registerController } from './commands/controller.js';
+import { registerDag } from './commands/dag.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerExec } from './commands/exec.js';
 import { registerGet } from './commands/get.js';
@@ -32,6 +33,8 @@ Examples:
   adv controller --once               # reconcile until every run has finished
   adv get runs                        # status, read from the adventuretime/status branch
   adv describe run hello              # attempts, conditions and history (git log)
+  adv get dags                        # DAGs with their nodes' progress
+  adv dag graph pipeline              # a DAG as Mermaid (or -o dot)
   adv validate specs/                 # check a specs repo before you push
   adv apply -f runs/train.yaml        # validate, commit (and push) one spec
   adv cancel train                    # commit spec.suspend: true
@@ -49,6 +52,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerController(program, io);
   registerGet(program, io);
   registerDescribe(program, io);
+  registerDag(program, io);
   registerApply(program, io);
   registerLogs(program, io);
   registerCkpt(program, io);

@@ -1,5 +1,34 @@
-/** The specs `adv init` writes: a file store, the local backend and a hello-world run. */
-export const INIT_FILES: Record<string, string> = {
+/**
+ * The specs `adv init` writes: a file store, the local backend, a hello-world run, and the example
+ * DAG (tokenize → train → rollouts) with its Python, taken from the example specs repo (`specs/`)
+ * so the two never drift.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** `specs/` of this checkout or package (from `cli/` in source, `dist/cli/` when built). */
+function exampleSpecsDir(): string {
+  for (const up of ['..', '../..']) {
+    const dir = join(import.meta.dirname, up, 'specs');
+    if (existsSync(join(dir, 'dags', 'pipeline.yaml'))) return dir;
+  }
+  throw new Error(`the example specs (specs/dags/pipeline.yaml) are missing next to ${import.meta.dirname}`);
+}
+
+const PIPELINE = ['dags/pipeline.yaml', 'pipeline/tokenize.py', 'pipeline/train.py', 'pipeline/rollouts.py'];
+
+export function initFiles(): Record<string, string> {
+  const dir = exampleSpecsDir();
+  const copied = Object.fromEntries(
+    PIPELINE.map((rel) => [
+      rel,
+      readFileSync(join(dir, rel), 'utf8').replace('$schema=../../crds/', '$schema=../schemas/'),
+    ]),
+  );
+  return { ...INIT_FILES, ...copied };
+}
+
+const INIT_FILES: Record<string, string> = {
   'storage.yaml': `# yaml-language-server: $schema=schemas/storage.schema.json
 # Checkpoints, logs and heartbeats go here. A directory is the embedded default; see
 # "adv schema Storage" for S3-compatible stores.

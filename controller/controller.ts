@@ -45,6 +45,7 @@ import { SpecLoader, type CachedFileEntry } from './spec/loader.js';
 import {
   SCHEMAS,
   type Backend as BackendObject,
+  type Dag,
   type Run,
   type Storage,
   type StorageSpec,
@@ -54,11 +55,15 @@ import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
 import { EndClass } from './reconcile/classify.js';
+import { planDag, type DagPlanContext, type DesiredDag, type InvalidDag } from './reconcile/dag-plan.js';
+import { readOutputManifest } from '../runtime/artifacts.js';
 import {
   ConditionType,
+  Reason,
   setCondition,
   TERMINAL_PHASES,
   type BackendStatusDoc,
+  type DagStatusDoc,
   type Heartbeat,
   type RunStatusDoc,
   type StatusDoc,
@@ -99,6 +104,7 @@ export interface PassStats {
 }
 
 const RUN = (name: string) => `Run/${name}`;
+const DAG = (name: string) => `DAG/${name}`;
 
 export class Controller {
   readonly queue: WorkQueue;
@@ -108,8 +114,22 @@ export class Controller {
   private listings!: TreeListingCache;
   private store!: StatusStore;
   private specHead: string | undefined;
+  /** Runs from the specs, and the child runs of DAGs: what the Run planner is asked about. */
   private desiredRuns = new Map<string, DesiredRun>();
+  private specRuns = new Map<string, DesiredRun>();
+  private childRuns = new Map<string, DesiredRun>();
   private invalidRuns = new Map<string, InvalidRun>();
+  private desiredDags = new Map<string, DesiredDag>();
+  private invalidDags = new Map<string, InvalidDag>();
+  private dagFingerprints = new Map<string, string>();
+  /** Children of each DAG as last planned. */
+  private readonly dagChildNames = new Map<string, Set<string>>();
+  /** Runs waiting for a backend to have room (`NoCapacity`). */
+  private readonly waitingForCapacity = new Set<string>();
+  /** Each DAG's status at the start of the pass (for its commit message). */
+  private readonly dagPassBase = new Map<string, DagStatusDoc | undefined>();
+  /** Outputs (`run/output`) seen complete: a manifest, once written, stays. */
+  private readonly outputsReady = new Set<string>();
   private fingerprints = new Map<string, string>();
   private backendObjects = new Map<string, { obj: BackendObject; gen: string }>();
   /** The object store of the repo's Storage spec, and how jobs reach it. */
@@ -169,6 +189,11 @@ export class Controller {
     return this.store.get<RunStatusDoc>('Run', name);
   }
 
+  /** A DAG's status as last loaded or written. */
+  dagStatus(name: string): DagStatusDoc | undefined {
+    return this.store.get<DagStatusDoc>('DAG', name);
+  }
+
   /** Ask for a fetch of the specs repo on the next pass (webhook, ref watch). */
   requestFetch(reason: string): void {
     this.logger.debug({ reason }, 'fetch requested');
@@ -196,6 +221,7 @@ export class Controller {
     await this.loadStatus();
     await this.saveStatusCache();
     for (const name of this.store.names('Run')) this.queue.add(RUN(name));
+    for (const name of this.store.names('DAG')) this.queue.add(DAG(name));
   }
 
   /** One reconcile pass. */
@@ -249,6 +275,12 @@ export class Controller {
         ...this.store.names('Run'),
       ]))
         this.queue.add(RUN(name));
+      for (const name of new Set([
+        ...this.desiredDags.keys(),
+        ...this.invalidDags.keys(),
+        ...this.store.names('DAG'),
+      ]))
+        this.queue.add(DAG(name));
     }
 
     // Observe: one poll per backend for all its live jobs, at most every pollInterval.
@@ -261,60 +293,21 @@ export class Controller {
     const heartbeats = await this.readHeartbeats(observed);
     lap('observe');
 
-    // Plan every due key.
-    const due = this.queue.takeDue();
+    // Plan every due key: DAGs first (they decide which child runs exist), then runs; a run that
+    // moved makes its DAG due again, and a child the DAG creates is planned in the same pass.
+    let due = this.queue.takeDue();
+    this.dagPassBase.clear();
     await this.refreshCapacity(due);
     const ctx = await this.planContext();
     const infos = new Map(ctx.backends.map((b) => [b.name, b as BackendInfo]));
     const actions: RunAction[] = [];
-    for (const key of due) {
-      const [kind, name] = splitKey(key);
-      if (kind !== 'Run') continue;
-      stats.planned++;
-      const current = this.store.get<RunStatusDoc>('Run', name);
-      const last = current?.status.attempts.at(-1);
-      const plan = planRun(
-        {
-          name,
-          ...(this.desiredRuns.has(name) ? { desired: this.desiredRuns.get(name)! } : {}),
-          ...(this.invalidRuns.has(name) ? { invalid: this.invalidRuns.get(name)! } : {}),
-          ...(current ? { current } : {}),
-          ...(last && observed.has(last.jobName) ? { observed: observed.get(last.jobName)! } : {}),
-          ...(heartbeats.has(name) ? { heartbeat: heartbeats.get(name)! } : {}),
-        },
-        ctx,
-      );
-      // What this pass hands out counts against the backend for the next run planned.
-      for (const act of plan.actions) {
-        const info = infos.get(act.backend);
-        const a = plan.doc?.status.attempts.find((x) => x.n === act.attempt);
-        if (
-          act.type !== 'submit' ||
-          !info ||
-          a?.jobId ||
-          current?.status.attempts.some((x) => x.n === act.attempt)
-        )
-          continue;
-        info.active = (info.active ?? 0) + 1;
-        const spec = plan.doc?.appliedSpec;
-        info.reservedGpus =
-          (info.reservedGpus ?? 0) + (spec?.resources?.gpus ?? 0) * (spec?.resources?.nodes ?? 1);
-      }
-      if (plan.doc && plan.doc !== current && plan.summary) {
-        this.streaksDirty = true;
-        const a = plan.doc.status.attempts.at(-1);
-        this.store.stage('Run', name, plan.doc, {
-          summary: plan.summary,
-          trailers: [['Run', name], ...(a ? ([['Attempt', String(a.n)]] as [string, string][]) : [])],
-        });
-        this.logger.info(
-          { run: name, attempt: a?.n, backend: a?.backend, phase: plan.doc.status.phase },
-          plan.summary,
-        );
-      }
-      actions.push(...plan.actions);
-      if (plan.requeueAfterMs !== undefined) this.queue.addAfter(key, plan.requeueAfterMs);
+    for (let round = 0; round < 4 && due.length; round++) {
+      for (const key of due) if (key.startsWith('DAG/')) await this.reconcileDag(splitKey(key)[1]);
+      const runs = [...due, ...this.queue.takeDue()].filter((k) => k.startsWith('Run/'));
+      for (const key of runs) this.reconcileRun(key, ctx, observed, heartbeats, infos, actions, stats);
+      due = this.queue.takeDue();
     }
+    for (const key of due) this.queue.add(key);
     this.stageBackendStatus();
     lap('plan');
 
@@ -340,6 +333,145 @@ export class Controller {
     lap('write');
     this.logger.debug({ ...stats }, 'pass done');
     return stats;
+  }
+
+  /**
+   * Plans one DAG: stages its status, and makes the desired state hold exactly its children
+   * (a changed, new or dropped child is planned by the Run planner in this same pass).
+   */
+  private async reconcileDag(name: string): Promise<void> {
+    const current = this.store.get<DagStatusDoc>('DAG', name);
+    // Planned more than once in a pass: the commit message still says every node that moved.
+    if (!this.dagPassBase.has(name)) this.dagPassBase.set(name, current);
+    const since = this.dagPassBase.get(name);
+    const ctx: DagPlanContext = {
+      now: this.now(),
+      specCommit: this.specHead!,
+      ...(this.storeTarget && this.objects ? { storeUrl: this.storeTarget.url } : {}),
+    };
+    const input = {
+      name,
+      ...(this.desiredDags.has(name) ? { desired: this.desiredDags.get(name)! } : {}),
+      ...(this.invalidDags.has(name) ? { invalid: this.invalidDags.get(name)! } : {}),
+      ...(current ? { current } : {}),
+      ...(since ? { since } : {}),
+      child: (run: string) => this.store.get<RunStatusDoc>('Run', run),
+      outputReady: (key: string) => (this.outputsReady.has(key) ? true : undefined),
+    };
+    let plan = planDag(input, ctx);
+    if (plan.unknownOutputs.length && this.objects) {
+      // Ask the store once for each output not yet seen complete, then plan again.
+      const seen = new Map<string, boolean>();
+      await Promise.all(
+        plan.unknownOutputs.map(async (key) => {
+          const [run, output] = key.split('/') as [string, string];
+          const m = await readOutputManifest(this.objects!, run, output).catch(() => undefined);
+          const ok = m !== undefined && typeof m !== 'string';
+          seen.set(key, ok);
+          if (ok) this.outputsReady.add(key);
+        }),
+      );
+      plan = planDag({ ...input, outputReady: (key) => seen.get(key) ?? this.outputsReady.has(key) }, ctx);
+      if ([...seen.values()].some((ok) => !ok)) this.queue.addAfter(DAG(name), 2000);
+    }
+    if (plan.doc && plan.doc !== current && plan.summary) {
+      this.store.stage('DAG', name, plan.doc, { summary: plan.summary, trailers: [['DAG', name]] });
+      this.logger.info({ dag: name, phase: plan.doc.status.phase }, plan.summary);
+    }
+    // The children now desired, against those before.
+    const before = this.dagChildNames.get(name) ?? new Set<string>();
+    const now = new Set<string>();
+    for (const c of plan.children) {
+      now.add(c.name);
+      const prev = this.childRuns.get(c.name);
+      if (
+        !prev ||
+        prev.generation !== c.generation ||
+        JSON.stringify(prev.labels) !== JSON.stringify(c.labels) ||
+        prev.file !== c.file
+      ) {
+        this.childRuns.set(c.name, c);
+        this.desiredRuns.set(c.name, c);
+        this.queue.add(RUN(c.name));
+      }
+    }
+    for (const gone of before) {
+      if (now.has(gone)) continue;
+      this.childRuns.delete(gone);
+      if (!this.specRuns.has(gone)) this.desiredRuns.delete(gone);
+      this.queue.add(RUN(gone));
+    }
+    if (now.size) this.dagChildNames.set(name, now);
+    else this.dagChildNames.delete(name);
+  }
+
+  /** Plans one run and stages what changed; its actions join the pass's. */
+  private reconcileRun(
+    key: string,
+    ctx: PlanContext,
+    observed: ReadonlyMap<string, ObservedJob>,
+    heartbeats: ReadonlyMap<string, Heartbeat>,
+    infos: ReadonlyMap<string, BackendInfo>,
+    actions: RunAction[],
+    stats: PassStats,
+  ): void {
+    const name = splitKey(key)[1];
+    stats.planned++;
+    const current = this.store.get<RunStatusDoc>('Run', name);
+    const last = current?.status.attempts.at(-1);
+    const plan = planRun(
+      {
+        name,
+        ...(this.desiredRuns.has(name) ? { desired: this.desiredRuns.get(name)! } : {}),
+        ...(this.invalidRuns.has(name) ? { invalid: this.invalidRuns.get(name)! } : {}),
+        ...(current ? { current } : {}),
+        ...(last && observed.has(last.jobName) ? { observed: observed.get(last.jobName)! } : {}),
+        ...(heartbeats.has(name) ? { heartbeat: heartbeats.get(name)! } : {}),
+      },
+      ctx,
+    );
+    // What this pass hands out counts against the backend for the next run planned.
+    for (const act of plan.actions) {
+      const info = infos.get(act.backend);
+      const a = plan.doc?.status.attempts.find((x) => x.n === act.attempt);
+      if (
+        act.type !== 'submit' ||
+        !info ||
+        a?.jobId ||
+        current?.status.attempts.some((x) => x.n === act.attempt)
+      )
+        continue;
+      info.active = (info.active ?? 0) + 1;
+      const spec = plan.doc?.appliedSpec;
+      info.reservedGpus =
+        (info.reservedGpus ?? 0) + (spec?.resources?.gpus ?? 0) * (spec?.resources?.nodes ?? 1);
+    }
+    if (plan.doc && plan.doc !== current && plan.summary) {
+      this.streaksDirty = true;
+      const a = plan.doc.status.attempts.at(-1);
+      this.store.stage('Run', name, plan.doc, {
+        summary: plan.summary,
+        trailers: [['Run', name], ...(a ? ([['Attempt', String(a.n)]] as [string, string][]) : [])],
+      });
+      this.logger.info(
+        { run: name, attempt: a?.n, backend: a?.backend, phase: plan.doc.status.phase },
+        plan.summary,
+      );
+    }
+    actions.push(...plan.actions);
+    if (plan.requeueAfterMs !== undefined) this.queue.addAfter(key, plan.requeueAfterMs);
+    if (plan.doc && plan.doc !== current && plan.doc.status.owner) this.queue.add(DAG(plan.doc.status.owner));
+    // An attempt that ended frees its place: the runs waiting for one are looked at again now,
+    // not at their next timed retry.
+    const ended =
+      last && isLiveAttempt(last) && !isLiveAttempt(plan.doc?.status.attempts.find((x) => x.n === last.n));
+    if (ended) {
+      const info = infos.get(last.backend);
+      if (info) info.active = Math.max(0, (info.active ?? 0) - 1);
+      for (const waiting of this.waitingForCapacity) this.queue.add(RUN(waiting));
+    }
+    if (plan.doc?.status.reason === Reason.NoCapacity) this.waitingForCapacity.add(name);
+    else this.waitingForCapacity.delete(name);
   }
 
   /** Runs passes until no run is in flight (every run terminal or stalled), or the timeout. */
@@ -429,6 +561,19 @@ export class Controller {
       if (st.phase === 'Scheduling') return false;
     }
     for (const name of this.desiredRuns.keys()) if (!this.store.get('Run', name)) return false;
+    for (const name of this.desiredDags.keys()) {
+      const d = this.store.get<DagStatusDoc>('DAG', name);
+      if (!d) return false;
+      // A node waiting for an output manifest to show up in the store: it will.
+      if (
+        !TERMINAL_PHASES.has(d.status.phase) &&
+        Object.values(d.status.nodes).some(
+          (n) =>
+            n.phase === 'Waiting' && (n.reason === 'WaitingForNeeds' || n.reason === 'WaitingForOutputs'),
+        )
+      )
+        return false;
+    }
     return this.store.stagedCount === 0;
   }
 
@@ -514,6 +659,8 @@ export class Controller {
     const runs = new Map<string, DesiredRun>();
     const invalid = new Map<string, InvalidRun>();
     const backends = new Map<string, { obj: BackendObject; gen: string }>();
+    const dags = new Map<string, DesiredDag>();
+    const invalidDags = new Map<string, InvalidDag>();
     for (const o of result.objects) {
       if (o.kind === 'Run') {
         const run = o.object as Run;
@@ -524,6 +671,15 @@ export class Controller {
           file: o.file,
           ...(run.metadata.labels ? { labels: run.metadata.labels } : {}),
           ...(run.metadata.annotations ? { annotations: run.metadata.annotations } : {}),
+        });
+      } else if (o.kind === 'DAG') {
+        const dag = o.object as Dag;
+        dags.set(o.name, {
+          name: o.name,
+          spec: dag.spec,
+          generation: generationOf(dag.spec),
+          file: o.file,
+          ...(dag.metadata.labels ? { labels: dag.metadata.labels } : {}),
         });
       } else if (o.kind === 'Backend') {
         backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
@@ -536,6 +692,18 @@ export class Controller {
       this.objects = undefined;
     }
     for (const d of result.invalid) {
+      if (d.kind === 'DAG' && d.name && !dags.has(d.name)) {
+        const first = d.diagnostics.find((x) => x.severity === 'error') ?? d.diagnostics[0];
+        invalidDags.set(d.name, {
+          name: d.name,
+          file: d.file,
+          line: first?.line ?? d.line,
+          column: first?.column ?? 1,
+          message: first
+            ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}`
+            : 'invalid',
+        });
+      }
       if (d.kind !== 'Run' || !d.name || runs.has(d.name)) {
         if (d.diagnostics.length) this.logger.warn({ file: d.file }, formatDiagnostic(d.diagnostics[0]!));
         continue;
@@ -562,12 +730,27 @@ export class Controller {
     for (const n of new Set([...fp.keys(), ...this.fingerprints.keys()]))
       if (fp.get(n) !== this.fingerprints.get(n)) this.queue.add(RUN(n));
     this.fingerprints = fp;
-    this.desiredRuns = runs;
+    this.specRuns = runs;
+    this.desiredRuns = new Map([...runs, ...this.childRuns]);
     this.invalidRuns = invalid;
+    const dfp = new Map<string, string>();
+    for (const [n, d] of dags) dfp.set(n, `${d.generation}|${JSON.stringify(d.labels ?? {})}|${d.file}`);
+    for (const [n, i] of invalidDags) dfp.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
+    for (const n of new Set([...dfp.keys(), ...this.dagFingerprints.keys()]))
+      if (dfp.get(n) !== this.dagFingerprints.get(n)) this.queue.add(DAG(n));
+    this.dagFingerprints = dfp;
+    this.desiredDags = dags;
+    this.invalidDags = invalidDags;
     this.backendObjects = backends;
     await this.syncBackends();
     this.logger.info(
-      { commit: head.slice(0, 12), runs: runs.size, invalid: invalid.size, backends: backends.size },
+      {
+        commit: head.slice(0, 12),
+        runs: runs.size,
+        dags: dags.size,
+        invalid: invalid.size + invalidDags.size,
+        backends: backends.size,
+      },
       'loaded specs',
     );
   }
@@ -850,6 +1033,7 @@ export class Controller {
   }
 
   private stageResult(a: RunAction, r: { doc: RunStatusDoc; summary: string }): void {
+    if (r.doc.status.owner) this.queue.add(DAG(r.doc.status.owner));
     this.store.stage('Run', a.run, r.doc, {
       summary: r.summary,
       trailers: [

@@ -30,6 +30,8 @@ adv controller --once --poll-interval 200ms --log-level warn
 echo
 echo "== adv get runs"
 adv get runs
+if adv get runs -o json | grep -q '"phase": "Failed"'; then echo "quickstart: a run failed" >&2; exit 1; fi
+adv get dags -o json | grep -q '"phase": "Succeeded"' || { echo "quickstart: the pipeline DAG did not succeed" >&2; exit 1; }
 echo
 echo "== git log --oneline adventuretime/status"
 git log --oneline adventuretime/status
@@ -37,4 +39,16 @@ echo
 echo "== adv describe run hello"
 adv describe run hello
 echo
-echo "Your specs repo is $demo: edit runs/hello.yaml, commit, and run 'adv controller --once' there again."
+echo "== adv get dags"
+adv get dags
+echo
+echo "== adv describe dag pipeline (tokenize → train → rollouts)"
+adv describe dag pipeline
+echo
+echo "== adv dag graph pipeline"
+adv dag graph pipeline
+echo
+echo "== the rollouts the DAG's last node published"
+cat .git/adventuretime/store/runs/pipeline.rollouts/outputs/samples/samples.json
+echo
+echo "Your specs repo is $demo: edit runs/hello.yaml or dags/pipeline.yaml, commit, and run 'adv controller --once' there again."

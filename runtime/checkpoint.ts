@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
-import type { CheckpointManifest } from './manifest-schema.js';
+import type { CheckpointManifest, ManifestFile } from './manifest-schema.js';
 import type { ObjectStore } from './store/types.js';
 
 export const MANIFEST = 'manifest.json';
@@ -56,27 +56,72 @@ export interface UploadOptions {
   onProgress?: (bytes: number, total: number) => void;
 }
 
-/** Uploads a finished step dir: every file (in parallel, hashed on the way), then the manifest. */
-export async function uploadCheckpoint(store: ObjectStore, o: UploadOptions): Promise<CheckpointManifest> {
-  const paths = await filesUnder(o.dir);
-  const sizes = await Promise.all(paths.map(async (p) => (await stat(join(o.dir, p))).size));
+/**
+ * Uploads every file under `dir` to `prefix` (in parallel, hashed on the way) and returns them
+ * for a manifest. The caller writes the manifest LAST.
+ */
+export async function uploadFiles(
+  store: ObjectStore,
+  prefix: string,
+  dir: string,
+  o: { concurrency?: number; onProgress?: (bytes: number, total: number) => void } = {},
+): Promise<{ files: ManifestFile[]; total: number }> {
+  const paths = await filesUnder(dir);
+  const sizes = await Promise.all(paths.map(async (p) => (await stat(join(dir, p))).size));
   const total = sizes.reduce((a, b) => a + b, 0);
   const done = new Map<string, number>();
-  const report = () =>
-    o.onProgress?.(
-      [...done.values()].reduce((a, b) => a + b, 0),
-      total,
-    );
-  const prefix = stepPrefix(o.run, o.step);
   const files = await inParallel(paths, o.concurrency ?? 4, async (p) => {
-    if (p === MANIFEST) throw new Error(`a checkpoint may not contain its own ${MANIFEST}`);
-    const r = await store.putFile(prefix + p, join(o.dir, p), {
+    if (p === MANIFEST) throw new Error(`${dir} may not contain its own ${MANIFEST}`);
+    const r = await store.putFile(prefix + p, join(dir, p), {
       onProgress: (n) => {
         done.set(p, n);
-        report();
+        o.onProgress?.(
+          [...done.values()].reduce((a, b) => a + b, 0),
+          total,
+        );
       },
     });
     return { path: p, size: r.size, sha256: r.sha256 };
+  });
+  return { files, total };
+}
+
+/**
+ * Downloads the files a manifest lists from `prefix` into `dest` (which must not exist yet),
+ * verifying each one's size and sha256; throws on the first that is missing or does not match.
+ */
+export async function downloadFiles(
+  store: ObjectStore,
+  prefix: string,
+  files: readonly ManifestFile[],
+  dest: string,
+  o: { concurrency?: number; totalBytes?: number; onProgress?: (bytes: number, total: number) => void } = {},
+): Promise<void> {
+  const done = new Map<string, number>();
+  await inParallel(files, o.concurrency ?? 4, async (f) => {
+    const r = await store.getToFile(prefix + f.path, join(dest, ...f.path.split('/')), {
+      onProgress: (n) => {
+        done.set(f.path, n);
+        o.onProgress?.(
+          [...done.values()].reduce((a, b) => a + b, 0),
+          o.totalBytes ?? 0,
+        );
+      },
+    });
+    if (!r) throw new Error(`${f.path} is missing`);
+    if (r.size !== f.size || r.sha256 !== f.sha256)
+      throw new Error(
+        `${f.path} does not match its manifest (sha256 ${r.sha256.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`,
+      );
+  });
+}
+
+/** Uploads a finished step dir: every file (in parallel, hashed on the way), then the manifest. */
+export async function uploadCheckpoint(store: ObjectStore, o: UploadOptions): Promise<CheckpointManifest> {
+  const prefix = stepPrefix(o.run, o.step);
+  const { files, total } = await uploadFiles(store, prefix, o.dir, {
+    ...(o.concurrency ? { concurrency: o.concurrency } : {}),
+    ...(o.onProgress ? { onProgress: o.onProgress } : {}),
   });
   let metadata: Record<string, unknown> = {};
   const metaFile = files.find((f) => f.path === 'adv-metadata.json');
@@ -217,27 +262,11 @@ export async function restoreLatest(
     const m = info.manifest;
     const tmp = join(destRoot, `.adv-restore-${info.step}-${process.pid}`);
     await rm(tmp, { recursive: true, force: true });
-    const done = new Map<string, number>();
     try {
-      await inParallel(m.files, opts.concurrency ?? 4, async (f) => {
-        const r = await store.getToFile(
-          stepPrefix(run, info.step) + f.path,
-          join(tmp, ...f.path.split('/')),
-          {
-            onProgress: (n) => {
-              done.set(f.path, n);
-              opts.onProgress?.(
-                [...done.values()].reduce((a, b) => a + b, 0),
-                m.totalBytes,
-              );
-            },
-          },
-        );
-        if (!r) throw new Error(`${f.path} is missing`);
-        if (r.size !== f.size || r.sha256 !== f.sha256)
-          throw new Error(
-            `${f.path} does not match its manifest (sha256 ${r.sha256.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`,
-          );
+      await downloadFiles(store, stepPrefix(run, info.step), m.files, tmp, {
+        totalBytes: m.totalBytes,
+        ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+        ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
       });
       const dest = join(destRoot, String(info.step));
       await rm(dest, { recursive: true, force: true });

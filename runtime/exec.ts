@@ -9,6 +9,7 @@
 import { spawn } from 'node:child_process';
 import type { ObjectStore } from './store/types.js';
 import { Worker } from './worker.js';
+import { downloadOutput, hasContent, uploadOutput, type InputRefs } from './artifacts.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { processStartTicks } from './proc.js';
@@ -82,6 +83,32 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
       })
     : undefined;
   await worker?.restore();
+
+  // DAG inputs: every output this node reads, downloaded and verified before it starts.
+  const inputs = parseInputs(opts.env?.ADV_INPUTS ?? process.env.ADV_INPUTS);
+  const outputs = (opts.env?.ADV_OUTPUTS ?? process.env.ADV_OUTPUTS ?? '').split(',').filter(Boolean);
+  const inputsRoot = join(jobDir ?? join(process.cwd(), '.adv'), 'inputs');
+  for (const [name, ref] of Object.entries(inputs)) {
+    const dest = join(inputsRoot, name);
+    contract[`ADV_INPUT_${name}_DIR`] = dest;
+    if (!opts.store) continue;
+    try {
+      const m = await downloadOutput(opts.store, ref.run, ref.output, dest);
+      log(`input ${name}: ${ref.run}/${ref.output} (${m.files.length} files) in ${dest}`);
+    } catch (e) {
+      const record: ExitRecord = {
+        exitCode: 1,
+        reason: ExitReason.Error,
+        message: `input ${name} could not be fetched: ${(e as Error).message}`,
+        startedAt,
+        finishedAt: new Date().toISOString(),
+      };
+      log(record.message!);
+      await worker?.finish(record, { workloadExitedOnItsOwn: true });
+      if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
+      return { code: 1, record };
+    }
+  }
 
   const [cmd, ...args] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
@@ -179,6 +206,15 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     exitCode = result.code ?? 1;
     reason = exitCode === 0 ? ExitReason.Completed : ExitReason.Error;
   }
+  // A node that finished its work publishes its declared outputs, each complete or not at all.
+  if (reason === ExitReason.Completed && outputs.length && !stopSignal) {
+    const problem = await publishOutputs(opts.store, opts.run, opts.attempt, artifactDir, outputs, log);
+    if (problem) {
+      reason = ExitReason.Error;
+      exitCode = 1;
+      message = problem;
+    }
+  }
   const record: ExitRecord = {
     exitCode,
     ...(result.signal ? { signal: result.signal } : {}),
@@ -231,4 +267,41 @@ export function argvFor(spec: { command?: string | string[]; entry?: string }): 
     return ['python3', '-c', program, file, fn];
   }
   throw new Error('run has neither command nor entry');
+}
+
+function parseInputs(raw: string | undefined): InputRefs {
+  if (!raw) return {};
+  try {
+    return JSON.parse(raw) as InputRefs;
+  } catch {
+    throw new Error(`ADV_INPUTS is not JSON: ${raw.slice(0, 80)}`);
+  }
+}
+
+/** Uploads `$ADV_ARTIFACT_DIR/<name>/` for each declared output; returns what went wrong, if anything. */
+async function publishOutputs(
+  store: ObjectStore | undefined,
+  run: string,
+  attempt: number,
+  artifactDir: string,
+  outputs: readonly string[],
+  log: (line: string) => void,
+): Promise<string | undefined> {
+  const missing: string[] = [];
+  for (const name of outputs) if (!(await hasContent(join(artifactDir, name)))) missing.push(name);
+  if (missing.length)
+    return `declared output${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not written: put ${missing.length > 1 ? 'them' : 'it'} in ${missing.map((m) => join(artifactDir, m) + '/').join(', ')}`;
+  if (!store) {
+    log(`outputs ${outputs.join(', ')} stay in ${artifactDir}: no store to publish them to`);
+    return undefined;
+  }
+  for (const name of outputs) {
+    try {
+      const m = await uploadOutput(store, { run, output: name, attempt, dir: join(artifactDir, name) });
+      log(`output ${name}: ${m.files.length} files, ${m.totalBytes} bytes published`);
+    } catch (e) {
+      return `output ${name} could not be published: ${(e as Error).message}`;
+    }
+  }
+  return undefined;
 }

@@ -1,26 +1,31 @@
 import type { Command } from 'commander';
 import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { Attempt, RunStatusDoc } from '../../controller/status/types.js';
+import type { Attempt, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
 import { age, renderTable } from '../format.js';
-import { openStatus } from '../status-reader.js';
+import { graphOf } from '../dag-graph.js';
+import { openStatus, type StatusReader } from '../status-reader.js';
 import type { Io } from '../output.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
     .command('describe')
-    .description('Show one run in detail: phase, conditions, attempts, and its history from git log')
-    .argument('<kind>', 'run')
-    .argument('<name>', 'run name')
+    .description(
+      'Show one run or DAG in detail: phase, conditions, attempts or nodes, and its history from git log',
+    )
+    .argument('<kind>', 'run | dag')
+    .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
-    .addHelpText('after', '\nExamples:\n  adv describe run hello')
+    .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
     .action(async (kind: string, name: string, opts: { repo?: string; statusBranch?: string }) => {
-      if (!/^runs?$/i.test(kind))
-        throw new AdvError(ErrorCode.UsageError, `cannot describe "${kind}" yet`, {
-          hint: 'use: adv describe run NAME',
+      const isDag = /^dags?$/i.test(kind);
+      if (!/^runs?$/i.test(kind) && !isDag)
+        throw new AdvError(ErrorCode.UsageError, `cannot describe "${kind}"`, {
+          hint: 'use: adv describe run NAME, or adv describe dag NAME',
         });
       const r = await openStatus(opts, io);
       try {
+        if (isDag) return void io.stdout.write(await describeDag(r, name));
         const doc = r.store.get<RunStatusDoc>('Run', name);
         if (!doc)
           throw new AdvError(ErrorCode.NotFound, `run "${name}" has no status`, {
@@ -103,18 +108,7 @@ export function registerDescribe(program: Command, io: Io): void {
           out.push('', 'Scheduling (why each backend was chosen):');
           for (const a of decisions) out.push(`  #${a.n}  ${a.why}`);
         }
-        const history = await r.repo.git.log(r.store.ref, { path: `runs/${name}.yaml`, limit: 50 });
-        out.push('', `History (git log ${r.repo.statusBranch} -- runs/${name}.yaml):`);
-        for (const c of history.reverse()) {
-          const subject = c.message.split('\n')[0]!;
-          const line = subject.startsWith(`run/${name}:`)
-            ? subject
-            : (c.message
-                .split('\n')
-                .find((l) => l.startsWith(`- run/${name}:`))
-                ?.slice(2) ?? subject);
-          out.push(`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
-        }
+        out.push(...(await history(r, 'run', name)));
         io.stdout.write(out.join('\n') + '\n');
       } finally {
         await r.close();
@@ -143,4 +137,72 @@ function duration(s: number): string {
   if (s < 120) return `${s}s`;
   if (s < 7200) return `${Math.round(s / 60)}m`;
   return `${(s / 3600).toFixed(1)}h`;
+}
+
+/** The object's lines from `git log` of its status file: what changed, when, in which commit. */
+async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Promise<string[]> {
+  const file = `${kind}s/${name}.yaml`;
+  const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
+  const out = ['', `History (git log ${r.repo.statusBranch} -- ${file}):`];
+  for (const c of commits.reverse()) {
+    const subject = c.message.split('\n')[0]!;
+    const line = subject.startsWith(`${kind}/${name}:`)
+      ? subject
+      : (c.message
+          .split('\n')
+          .find((l) => l.startsWith(`- ${kind}/${name}:`))
+          ?.slice(2) ?? subject);
+    out.push(`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
+  }
+  return out;
+}
+
+/** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
+async function describeDag(r: StatusReader, name: string): Promise<string> {
+  const doc = r.store.get<DagStatusDoc>('DAG', name);
+  if (!doc)
+    throw new AdvError(ErrorCode.NotFound, `DAG "${name}" has no status`, {
+      hint: 'adv get dags lists what exists',
+    });
+  const st = doc.status;
+  const out: string[] = [];
+  out.push(`Name:         ${name}`);
+  out.push(`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+  if (st.message) out.push(`Message:      ${st.message}`);
+  out.push(
+    `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
+  );
+  if (doc.appliedSpec) out.push(`Fail fast:    ${doc.appliedSpec.failFast ? 'yes' : 'no'}`);
+  out.push('', 'Conditions:');
+  out.push(
+    st.conditions.length
+      ? renderTable(
+          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+          st.conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
+        ).trimEnd()
+      : '  (none)',
+  );
+  out.push('', 'Nodes:');
+  const graph = doc.appliedSpec ? graphOf(doc.appliedSpec, doc) : [];
+  const rows = [...graph]
+    .sort((a, b) => a.depth - b.depth)
+    .map((g) => {
+      const n = st.nodes[g.id];
+      return [
+        `${'  '.repeat(g.depth)}${g.depth ? '└ ' : ''}${g.id}`,
+        n?.phase ?? 'Waiting',
+        n?.run ?? '-',
+        n?.attempts !== undefined ? String(n.attempts) : '-',
+        g.needs.join(', ') || '-',
+        age(n?.since),
+        [n?.reason, n?.message].filter(Boolean).join(': '),
+      ];
+    });
+  out.push(
+    rows.length
+      ? renderTable(['NODE', 'PHASE', 'RUN', 'ATTEMPTS', 'NEEDS', 'AGE', 'REASON'], rows).trimEnd()
+      : '  (none)',
+  );
+  out.push(...(await history(r, 'dag', name)));
+  return out.join('\n') + '\n';
 }

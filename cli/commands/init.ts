@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import { git } from '../../controller/git/native.js';
 import { writeSchemas } from '../../controller/spec/gen.js';
-import { INIT_FILES } from '../templates.js';
+import { initFiles } from '../templates.js';
 import type { Io } from '../output.js';
 
 /** Identity for commits the CLI makes when the user has none configured. */
@@ -31,7 +31,7 @@ export function registerInit(program: Command, io: Io): void {
       `
 Examples:
   adv init my-specs && cd my-specs
-  adv controller --once          # run until the hello run has finished
+  adv controller --once          # run until the hello run and the pipeline DAG have finished
   adv get runs`,
     )
     .action(async (dirArg: string, opts: { branch: string }) => {
@@ -41,7 +41,7 @@ Examples:
       }
       await mkdir(dir, { recursive: true });
       await git(['init', '--quiet', '-b', opts.branch], { cwd: dir });
-      for (const [rel, content] of Object.entries(INIT_FILES)) {
+      for (const [rel, content] of Object.entries(initFiles())) {
         await mkdir(dirname(join(dir, rel)), { recursive: true });
         await writeFile(join(dir, rel), content);
       }
@@ -49,11 +49,17 @@ Examples:
       await git(['add', '-A'], { cwd: dir });
       const id = (await hasIdentity(dir)) ? [] : FALLBACK_IDENTITY;
       await git(
-        [...id, 'commit', '--quiet', '-m', 'adv init: a file store, a local backend and a hello run'],
+        [
+          ...id,
+          'commit',
+          '--quiet',
+          '-m',
+          'adv init: a file store, a local backend, a hello run and an example DAG',
+        ],
         { cwd: dir },
       );
       io.stdout.write(
-        `Initialised a specs repo in ${dir}\n\nNext:\n  cd ${dirArg}\n  adv controller --once   # reconcile until the hello run finishes\n  adv get runs\n`,
+        `Initialised a specs repo in ${dir}\n\nNext:\n  cd ${dirArg}\n  adv controller --once   # reconcile until the hello run and the pipeline DAG finish\n  adv get runs\n`,
       );
     });
 }

@@ -3,7 +3,7 @@
  * (phase, conditions with observedGeneration) so it reads like `kubectl get -o yaml`.
  */
 import type { EndClass } from '../reconcile/classify.js';
-import type { RunSpec } from '../spec/schema.js';
+import type { DagSpec, RunSpec } from '../spec/schema.js';
 
 export const Phase = {
   Pending: 'Pending',
@@ -177,7 +177,46 @@ export interface BackendStatusDoc {
   };
 }
 
-export type StatusDoc = RunStatusDoc | BackendStatusDoc | { kind: string; metadata: { name: string } };
+/** One node of a DAG, as the DAG's status file shows it. */
+export interface DagNodeStatus {
+  /** The child run's phase, or `Waiting` (not created yet) or `Skipped` (an upstream failed). */
+  phase: Phase | 'Waiting' | 'Skipped';
+  /** The child run: `<dag>.<node>`. */
+  run: string;
+  attempts?: number;
+  reason?: string;
+  /** Why it waits: "waiting for train (Running)". */
+  message?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  /** When the node last changed phase. */
+  since?: string;
+}
+
+export interface DagStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'DAGStatus';
+  metadata: { name: string; labels?: Record<string, string> };
+  /** The spec last acted on (used while a later version is invalid). */
+  appliedSpec?: DagSpec;
+  status: {
+    phase: Phase;
+    reason?: string;
+    message?: string;
+    createdAt?: string;
+    observedGeneration?: string;
+    specCommit?: string;
+    specFile?: string;
+    conditions: Condition[];
+    /** Every node, by id. */
+    nodes: Record<string, DagNodeStatus>;
+    /** Nodes by phase. */
+    counts?: Record<string, number>;
+  };
+}
+
+export type StatusDoc =
+  RunStatusDoc | BackendStatusDoc | DagStatusDoc | { kind: string; metadata: { name: string } };
 
 /** Folder of each status kind on the status branch. */
 export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends' } as const;
