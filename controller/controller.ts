@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import pLimit from 'p-limit';
 import pino, { type Logger } from 'pino';
 import { argvFor } from '../runtime/exec.js';
-import { BACKEND_FACTORIES } from './backends/registry.js';
+import { BACKEND_FACTORIES, unusableBecause } from './backends/registry.js';
 import {
   unobservable,
   type Backend,
@@ -384,6 +384,7 @@ export class Controller {
     for (const c of plan.children) {
       now.add(c.name);
       const prev = this.childRuns.get(c.name);
+      if (prev === c) continue; // the planner hands back the same object for an unchanged child
       if (
         !prev ||
         prev.generation !== c.generation ||
@@ -763,10 +764,8 @@ export class Controller {
       await cur?.instance?.close?.();
       const factory = factories.find((f) => f.type === obj.spec.type);
       let instance: Backend | undefined;
-      let why: string | undefined;
-      if (!factory) why = `no adapter for type ${obj.spec.type} in this build yet`;
-      else if (obj.spec.suspend) why = 'suspended';
-      else {
+      let why = unusableBecause(obj.spec, factories);
+      if (factory && !why) {
         try {
           instance = factory.create(obj, {
             dataDir: this.opts.dataDir,

@@ -50,7 +50,7 @@ describe('adv, as in the quickstart', () => {
     const r = await adv(['controller', '--once', '--poll-interval', '100ms', '--log-level', 'warn']);
     expect(r.code, r.err).toBe(0);
     const get = await adv(['get', 'runs']);
-    expect(get.out).toMatch(/^NAME\s+PHASE\s+ATTEMPT\s+BACKEND\s+JOB\s+AGE\s+REASON$/m);
+    expect(get.out).toMatch(/^NAME\s+OWNER\s+PHASE\s+ATTEMPT\s+BACKEND\s+JOB\s+AGE\s+REASON$/m);
     expect(get.out).toMatch(/^hello\s+Succeeded\s+1\s+local\s+\d+\s+\S+\s+Completed$/m);
     const json = JSON.parse((await adv(['get', 'run', 'hello', '-o', 'json'])).out) as {
       status: { phase: string };

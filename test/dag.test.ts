@@ -141,8 +141,9 @@ describe('changing a running DAG', () => {
       await passUntil('c cancelled', () => phase('d.c') === 'Cancelled');
       expect(c.runStatus('d.c')!.status.reason).toBe('SpecDeleted');
       expect(phase('d.a')).toBe('Running');
-      await wt.write('dags/d.yaml', dagYaml(slow('a') + slow('b'), '  suspend: true\n'));
-      await wt.commit('cancel the DAG');
+      const cancel = await adv(wt, ['cancel', 'dag', 'd']);
+      expect(cancel.code, cancel.err).toBe(0);
+      expect(cancel.out).toMatch(/^cancel dag\/d \(dags\/d\.yaml, commit [0-9a-f]{10}\)/);
       c.requestFetch('test');
       await passUntil(
         'a and b cancelled',

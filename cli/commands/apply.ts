@@ -86,7 +86,8 @@ export function registerApply(program: Command, io: Io): void {
       }
     });
 
-  const patchRun = async (
+  const patchSpec = async (
+    kind: 'Run' | 'DAG',
     name: string,
     opts: RepoOpts,
     edit: (set: (path: string[], v: unknown) => void) => void,
@@ -97,20 +98,23 @@ export function registerApply(program: Command, io: Io): void {
     try {
       const specs = await wt.load();
       const found =
-        specs.objects.find((o) => o.kind === 'Run' && o.name === name) ??
-        specs.invalid.find((o) => o.kind === 'Run' && o.name === name);
+        specs.objects.find((o) => o.kind === kind && o.name === name) ??
+        specs.invalid.find((o) => o.kind === kind && o.name === name);
       if (!found)
-        throw new AdvError(ErrorCode.NotFound, `no Run "${name}" in ${repo}`, {
-          hint: 'adv get runs lists the runs',
+        throw new AdvError(ErrorCode.NotFound, `no ${kind} "${name}" in ${repo}`, {
+          hint:
+            kind === 'Run' && name.includes('.')
+              ? `"${name}" looks like a DAG node: cancel its DAG (adv cancel dag ${name.split('.')[0]}) or remove the node from it`
+              : `adv get ${kind === 'Run' ? 'runs' : 'dags'} lists them`,
         });
       const text = (await wt.read(found.file))!;
       const docs = parseAllDocuments(text);
       const list = Array.isArray(docs) ? docs : [];
       const doc = list.find((d) => {
         const v = d.toJS() as { kind?: string; metadata?: { name?: string } } | null;
-        return v?.kind === 'Run' && v.metadata?.name === name;
+        return v?.kind === kind && v.metadata?.name === name;
       });
-      if (!doc) throw new AdvError(ErrorCode.NotFound, `cannot find Run "${name}" in ${found.file}`);
+      if (!doc) throw new AdvError(ErrorCode.NotFound, `cannot find ${kind} "${name}" in ${found.file}`);
       edit((path, v) => doc.setIn(path, v));
       await wt.write(found.file, list.map((d) => d.toString()).join(''));
       const sha = await wt.commit([found.file], message);
@@ -122,17 +126,30 @@ export function registerApply(program: Command, io: Io): void {
 
   program
     .command('cancel')
-    .description('Cancel a run: commits spec.suspend: true to the specs repo')
-    .argument('<name>', 'run name')
+    .description('Cancel a run or a DAG (its live nodes): commits spec.suspend: true to the specs repo')
+    .argument('<kind-or-name>', 'run name, or the kind (run | dag) followed by the name')
+    .argument('[name]', 'the name, after a kind')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--branch <name>', 'the watched branch', 'main')
     .addHelpText(
       'after',
-      '\nExamples:\n  adv cancel fork-mid-2026-01-21-001\n  (undo: set spec.suspend: false, or delete the line, and push)',
+      '\nExamples:\n  adv cancel fork-mid-2026-01-21-001\n  adv cancel dag pipeline\n  (undo: set spec.suspend: false, or delete the line, and push)',
     )
-    .action((name: string, opts: RepoOpts) =>
-      patchRun(name, opts, (set) => set(['spec', 'suspend'], true), `cancel run/${name}`),
-    );
+    .action((first: string, second: string | undefined, opts: RepoOpts) => {
+      if (second !== undefined && !/^(runs?|dags?)$/i.test(first))
+        throw new AdvError(ErrorCode.UsageError, `unknown kind "${first}"`, {
+          hint: 'use: adv cancel NAME, adv cancel run NAME or adv cancel dag NAME',
+        });
+      const kind = second !== undefined && /^dags?$/i.test(first) ? 'DAG' : 'Run';
+      const name = second ?? first;
+      return patchSpec(
+        kind,
+        name,
+        opts,
+        (set) => set(['spec', 'suspend'], true),
+        `cancel ${kind.toLowerCase()}/${name}`,
+      );
+    });
 
   program
     .command('reconcile')
@@ -182,7 +199,8 @@ export function registerApply(program: Command, io: Io): void {
         return;
       }
       // No controller to tell: leave the request in git, as Flux's requestedAt annotation does.
-      await patchRun(
+      await patchSpec(
+        'Run',
         name,
         opts,
         (set) => set(['metadata', 'annotations', RECONCILE_ANNOTATION], new Date().toISOString()),

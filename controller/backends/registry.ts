@@ -9,3 +9,14 @@ export const BACKEND_FACTORIES: readonly BackendFactory[] = [localBackend, sshBa
 export function factoryFor(type: string): BackendFactory | undefined {
   return BACKEND_FACTORIES.find((f) => f.type === type);
 }
+
+/** Why a Backend spec cannot take new work with these adapters, or undefined when it can. */
+export function unusableBecause(
+  spec: { type: string; suspend?: boolean | undefined },
+  factories: readonly BackendFactory[] = BACKEND_FACTORIES,
+): string | undefined {
+  if (!factories.some((f) => f.type === spec.type))
+    return `no adapter for type ${spec.type} in this build yet`;
+  if (spec.suspend) return 'suspended';
+  return undefined;
+}

@@ -137,8 +137,9 @@ export function planDag(
 ): DagPlan {
   const { name, invalid, current, child, outputReady } = input;
   const now = new Date(ctx.now).toISOString();
+  // Shallow copies: nodes are rebuilt below, conditions are replaced (never mutated) by setCondition.
   const doc: DagStatusDoc = current
-    ? structuredClone(current)
+    ? { ...current, metadata: { ...current.metadata }, status: { ...current.status } }
     : {
         apiVersion: 'adventuretime.dev/v1alpha1',
         kind: 'DAGStatus',
@@ -205,7 +206,11 @@ export function planDag(
   const nodes: Record<string, DagNodeStatus> = {};
   const children: DesiredRun[] = [];
   const unknown: string[] = [];
-  const anyFailed = () => Object.values(nodes).some((n) => n.phase === Phase.Failed);
+  // Nodes come in dependency order, so "a node failed" is known for every node after it; failFast
+  // looks at failures anywhere, so it is decided from the previous status as well.
+  let failedSoFar = Object.values(st.nodes).some((n) => n.phase === Phase.Failed);
+  let nodesChanged = !current;
+  const anyFailed = () => failedSoFar;
   for (const id of topoOrder(desired.generation, spec.nodes)) {
     const node = byId.get(id)!;
     const run = childName(name, id);
@@ -273,21 +278,17 @@ export function planDag(
     nodes[id] = ns;
     if (exists) {
       // failFast: live siblings of a failure are cancelled (suspended) too.
-      const stop = spec.failFast && anyFailed() && LIVE.has(ns.phase);
-      const runSpec = nodeRunSpec(name, spec, node, ctx.storeUrl);
-      if (stop) runSpec.suspend = true;
-      children.push({
-        name: run,
-        spec: runSpec,
-        generation: generationOf(runSpec),
-        file: desired.file,
-        owner: name,
-        labels: { ...(desired.labels ?? {}), [DAG_LABEL]: name, [NODE_LABEL]: id },
-      });
+      const stop = Boolean(spec.failFast && failedSoFar && LIVE.has(ns.phase));
+      children.push(childRun(desired, node, ctx.storeUrl, stop));
     }
     if (prev && prev.phase === ns.phase && prev.attempts === ns.attempts) ns.since = prev.since;
     else ns.since = now;
+    if (ns.phase === Phase.Failed) failedSoFar = true;
+    // The same node as before is the same object: nothing to compare or write for it.
+    if (prev && sameNode(prev, ns)) nodes[id] = prev;
+    else nodesChanged = true;
   }
+  if (current && Object.keys(current.status.nodes).length !== Object.keys(nodes).length) nodesChanged = true;
   st.nodes = nodes;
 
   // The DAG's own phase.
@@ -320,7 +321,55 @@ export function planDag(
   const summary = moved.length
     ? `${head}; ${moved.slice(0, 10).join(', ')}${moved.length > 10 ? `, and ${moved.length - 10} more` : ''}`
     : head;
-  return finish(current, doc, children, unknown, summary, ctx);
+  if (current && !nodesChanged && sameShell(current, doc))
+    return { doc: current, children, unknownOutputs: unknown };
+  return { doc, summary, children, unknownOutputs: unknown };
+}
+
+/** Everything but the nodes (compared one by one above) and the applied spec (compared by generation). */
+function sameShell(a: DagStatusDoc, b: DagStatusDoc): boolean {
+  const shell = (d: DagStatusDoc) =>
+    canonicalJson({ ...d, appliedSpec: undefined, status: { ...d.status, nodes: undefined } });
+  return a.appliedSpec === b.appliedSpec && shell(a) === shell(b);
+}
+
+/** Child runs by DAG generation, store, node and stop flag: built and hashed once, not every pass. */
+const childCache = new Map<string, DesiredRun>();
+function childRun(
+  desired: DesiredDag,
+  node: DagNode,
+  storeUrl: string | undefined,
+  stop: boolean,
+): DesiredRun {
+  const key = `${desired.name}|${desired.generation}|${JSON.stringify(desired.labels ?? {})}|${desired.file}|${storeUrl ?? ''}|${node.id}|${stop}`;
+  const hit = childCache.get(key);
+  if (hit) return hit;
+  const spec = nodeRunSpec(desired.name, desired.spec, node, storeUrl);
+  if (stop) spec.suspend = true;
+  const made: DesiredRun = {
+    name: childName(desired.name, node.id),
+    spec,
+    generation: generationOf(spec),
+    file: desired.file,
+    owner: desired.name,
+    labels: { ...(desired.labels ?? {}), [DAG_LABEL]: desired.name, [NODE_LABEL]: node.id },
+  };
+  if (childCache.size > 50_000) childCache.clear();
+  childCache.set(key, made);
+  return made;
+}
+
+function sameNode(a: DagNodeStatus, b: DagNodeStatus): boolean {
+  return (
+    a.phase === b.phase &&
+    a.run === b.run &&
+    a.attempts === b.attempts &&
+    a.reason === b.reason &&
+    a.message === b.message &&
+    a.startedAt === b.startedAt &&
+    a.finishedAt === b.finishedAt &&
+    a.since === b.since
+  );
 }
 
 function set(doc: DagStatusDoc, phase: Phase, reason: string, message: string): void {

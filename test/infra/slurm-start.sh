@@ -13,6 +13,8 @@ for i in 0 1 2 3; do [ -e /dev/fakegpu$i ] || mknod -m 666 /dev/fakegpu$i c 1 3;
 sed "s/@HOST@/$HOST/g" "$here/slurm.conf" > /etc/slurm/slurm.conf
 cp "$here/gres.conf" /etc/slurm/gres.conf
 rm -f /var/spool/slurmctld/* /var/log/slurm/jobcomp.log 2>/dev/null || true
+# A step left from an earlier cluster would collide with a new job of the same id.
+pkill -9 -x slurmstepd 2>/dev/null || true
 if ! munge -n >/dev/null 2>&1; then
   [ -f /etc/munge/munge.key ] || (mungekey --create 2>/dev/null || create-munge-key -f)
   runuser -u munge -- /usr/sbin/munged
