@@ -54,6 +54,7 @@ import { storeTarget, type StoreTarget } from './storage.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
+import { ControllerMetrics } from './metrics.js';
 import { EndClass } from './reconcile/classify.js';
 import { planDag, type DagPlanContext, type DesiredDag, type InvalidDag } from './reconcile/dag-plan.js';
 import { readOutputManifest } from '../runtime/artifacts.js';
@@ -89,6 +90,8 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   now?: () => number;
   backendFactories?: readonly BackendFactory[];
   identity?: Identity;
+  /** Also export the Node process's own metrics (CPU, memory, event loop) on /metrics. */
+  processMetrics?: boolean;
   /** Environment secrets are resolved from (names in `spec.secrets`). */
   secretEnv?: NodeJS.ProcessEnv;
 }
@@ -109,6 +112,7 @@ const DAG = (name: string) => `DAG/${name}`;
 export class Controller {
   readonly queue: WorkQueue;
   readonly logger: Logger;
+  readonly metrics: ControllerMetrics;
   private readonly now: () => number;
   private readonly loader = new SpecLoader();
   private listings!: TreeListingCache;
@@ -162,6 +166,7 @@ export class Controller {
     this.now = opts.now ?? Date.now;
     this.logger = opts.logger ?? pino({ level: 'silent' });
     this.queue = new WorkQueue({ now: this.now });
+    this.metrics = new ControllerMetrics({ processMetrics: opts.processMetrics ?? false });
     this.limit = pLimit(opts.concurrency ?? 8);
   }
 
@@ -187,6 +192,65 @@ export class Controller {
   /** The status as last loaded or written (for tests and the CLI of an embedded controller). */
   runStatus(name: string): RunStatusDoc | undefined {
     return this.store.get<RunStatusDoc>('Run', name);
+  }
+
+  /** Updates the gauges and the pass histogram (cheap: counts over what is in memory). */
+  private observePass(stats: PassStats): void {
+    const m = this.metrics;
+    let total = 0;
+    for (const [step, ms] of Object.entries(stats.ms)) {
+      m.passDuration.observe({ step }, ms / 1000);
+      total += ms;
+    }
+    m.passDuration.observe({ step: 'total' }, total / 1000);
+    m.queueDepth.set(this.queue.length);
+    const byPhase = (kind: 'Run' | 'DAG') => {
+      const out = new Map<string, number>();
+      for (const n of this.store.names(kind)) {
+        const p = this.store.get<RunStatusDoc | DagStatusDoc>(kind, n)!.status.phase;
+        out.set(p, (out.get(p) ?? 0) + 1);
+      }
+      return out;
+    };
+    m.runs.reset();
+    for (const [phase, n] of byPhase('Run')) m.runs.set({ phase }, n);
+    m.dags.reset();
+    for (const [phase, n] of byPhase('DAG')) m.dags.set({ phase }, n);
+    m.checkpointAge.reset();
+    const now = this.now();
+    for (const name of this.liveRuns()) {
+      const ck = this.runStatus(name)!.status.checkpoint;
+      if (ck) m.checkpointAge.set({ run: name }, Math.max(0, (now - Date.parse(ck.createdAt)) / 1000));
+    }
+  }
+
+  /** Names of the objects of a kind on the status branch (for the dashboard). */
+  statusNames(kind: 'Run' | 'DAG' | 'Backend'): string[] {
+    return this.store.names(kind);
+  }
+
+  backendStatus(name: string): BackendStatusDoc | undefined {
+    return this.store.get<BackendStatusDoc>('Backend', name);
+  }
+
+  /** The commits that changed an object's status file, newest first. */
+  async statusHistory(
+    kind: 'Run' | 'DAG' | 'Backend',
+    name: string,
+    limit = 50,
+  ): Promise<{ oid: string; time: number; message: string }[]> {
+    if (!this.store.head) return [];
+    const dir = kind === 'Run' ? 'runs' : kind === 'DAG' ? 'dags' : 'backends';
+    return (await this.repo.git.log(this.store.ref, { path: `${dir}/${name}.yaml`, limit })).map((c) => ({
+      oid: c.oid,
+      time: c.time,
+      message: c.message,
+    }));
+  }
+
+  /** The object store of the repo's Storage spec (logs, checkpoints), when one is configured. */
+  get objectStore(): ObjectStore | undefined {
+    return this.objects;
   }
 
   /** A DAG's status as last loaded or written. */
@@ -245,11 +309,14 @@ export class Controller {
     if (this.fetchRequested || now >= this.nextFetchAt) {
       this.fetchRequested = false;
       this.nextFetchAt = now + (this.opts.fetchIntervalMs ?? 10_000);
+      const endFetch = this.metrics.gitFetch.startTimer();
       try {
         await this.repo.refresh();
+        endFetch();
         if (!this.remoteReachable) this.logger.info('specs repo reachable again');
         this.remoteReachable = true;
       } catch (e) {
+        this.metrics.gitErrors.inc({ op: 'fetch' });
         this.lastFetchError = errText(e);
         if (this.remoteReachable)
           this.logger.warn({ err: errText(e) }, 'cannot fetch the specs repo; reconciling what is known');
@@ -331,6 +398,7 @@ export class Controller {
     stats.commits += more;
     if (more > 0) await this.publish();
     lap('write');
+    this.observePass(stats);
     this.logger.debug({ ...stats }, 'pass done');
     return stats;
   }
@@ -467,6 +535,9 @@ export class Controller {
     const ended =
       last && isLiveAttempt(last) && !isLiveAttempt(plan.doc?.status.attempts.find((x) => x.n === last.n));
     if (ended) {
+      const cls = plan.doc?.status.attempts.find((x) => x.n === last.n)?.class ?? 'Unknown';
+      this.metrics.attemptEnds.inc({ backend: last.backend, class: cls });
+      if (cls === EndClass.Preempted) this.metrics.preemptions.inc({ backend: last.backend });
       const info = infos.get(last.backend);
       if (info) info.active = Math.max(0, (info.active ?? 0) - 1);
       for (const waiting of this.waitingForCapacity) this.queue.add(RUN(waiting));
@@ -1055,6 +1126,7 @@ export class Controller {
       this.queue.addRateLimited(RUN(a.run));
       return;
     }
+    this.metrics.submitFailures.inc({ backend: a.backend });
     this.logger.warn(
       { run: a.run, attempt: a.attempt, backend: a.backend, err: errText(e) },
       'submit failed',
@@ -1064,6 +1136,7 @@ export class Controller {
   }
 
   private submitted(a: RunAction, jobId: string, adopted: boolean): void {
+    this.metrics.submissions.inc({ backend: a.backend });
     const current = this.store.get<RunStatusDoc>('Run', a.run);
     if (!current) return;
     if (adopted) this.logger.info({ run: a.run, job: a.jobName, jobId }, 'adopted existing job');
@@ -1233,12 +1306,16 @@ export class Controller {
   private async publish(): Promise<boolean> {
     if (!(await this.repo.unpublished())) return true;
     let r;
+    const endPush = this.metrics.gitPush.startTimer();
     try {
       r = await this.repo.publish();
+      endPush();
     } catch (e) {
+      this.metrics.gitErrors.inc({ op: 'push' });
       this.logger.warn({ err: errText(e) }, 'status push failed');
       return false;
     }
+    if (r !== 'ok') this.metrics.gitErrors.inc({ op: 'push' });
     if (r === 'ok') return true;
     if (r === 'unreachable') {
       if (this.remoteReachable) this.logger.warn('specs repo unreachable: status commits are queued locally');

@@ -5,7 +5,7 @@
  * the loop re-reads everything itself.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import chokidar from 'chokidar';
 import type { Controller } from './controller.js';
@@ -17,7 +17,12 @@ export interface ServeOptions {
   webhookSecret?: string;
   /** Watch the local repo's branch ref. Default true. */
   watch?: boolean;
+  /** More GET routes on the same listener (the dashboard): each says whether it answered. */
+  routes?: readonly Route[];
 }
+
+/** A route handler: answers and returns true, or returns false to let the next one try. */
+export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean>;
 
 export interface Serving {
   url?: string;
@@ -83,6 +88,10 @@ export async function serve(controller: Controller, opts: ServeOptions): Promise
         try {
           const path = (req.url ?? '/').split('?')[0]!;
           if (req.method === 'GET' && path === '/healthz') return reply(200, { ok: true });
+          if (req.method === 'GET' && path === '/metrics') {
+            res.writeHead(200, { 'content-type': controller.metrics.contentType });
+            return void res.end(await controller.metrics.text());
+          }
           if (req.method === 'POST' && path === '/hooks/git') {
             const body = await readBody(req);
             if (!opts.webhookSecret)
@@ -110,6 +119,7 @@ export async function serve(controller: Controller, opts: ServeOptions): Promise
             controller.requestReconcile('Run', m[2]!);
             return reply(202, { accepted: true, kind: 'Run', name: m[2] });
           }
+          for (const route of opts.routes ?? []) if (await route(req, res, path)) return;
           return reply(404, { error: `no route ${req.method} ${path}` });
         } catch (e) {
           reply(400, { error: (e as Error).message });
