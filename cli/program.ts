@@ -3,7 +3,9 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../controller/index.js';
 import { registerApply } from './commands/apply.js';
 import { registerCkpt } from './commands/ckpt.js';
+import { registerCompletion } from './commands/completion.js';
 import { registerLogs } from './commands/logs.js';
+import { registerPlan } from './commands/plan.js';
 import { registerController } from './commands/controller.js';
 import { registerDag } from './commands/dag.js';
 import { registerDescribe } from './commands/describe.js';
@@ -36,6 +38,7 @@ Examples:
   adv get dags                        # DAGs with their nodes' progress
   adv dag graph pipeline              # a DAG as Mermaid (or -o dot)
   adv validate specs/                 # check a specs repo before you push
+  adv plan -o markdown                # what merging this branch would do, for a PR comment
   adv apply -f runs/train.yaml        # validate, commit (and push) one spec
   adv cancel train                    # commit spec.suspend: true
 
@@ -49,6 +52,7 @@ Docs: README.md and docs/reference/specs.md`,
     });
   registerInit(program, io);
   registerValidate(program, io);
+  registerPlan(program, io);
   registerController(program, io);
   registerGet(program, io);
   registerDescribe(program, io);
@@ -58,6 +62,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerCkpt(program, io);
   registerExec(program);
   registerSchema(program, io);
+  registerCompletion(program, io);
   return program;
 }
 

@@ -56,7 +56,7 @@ describe('adv, as in the quickstart', () => {
       status: { phase: string };
     };
     expect(json.status.phase).toBe('Succeeded');
-    expect((await adv(['get', 'backends'])).out).toMatch(/^local\s+local\s+True\s+0$/m);
+    expect((await adv(['get', 'backends'])).out).toMatch(/^local\s+local\s+True\s+False\s+0$/m);
     const d = await adv(['describe', 'run', 'hello']);
     expect(d.out).toContain('Phase:        Succeeded (Completed)');
     expect(d.out).toMatch(

@@ -4,7 +4,7 @@ import { relative, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { AdvError, ErrorCode, SpecLoader, formatDiagnostic, type Kind } from '../../controller/index.js';
 import { CROSS_FILE_CODES } from '../../controller/spec/loader.js';
-import { RECONCILE_ANNOTATION } from '../../controller/reconcile/run-plan.js';
+import { RECONCILE_ANNOTATION, RETRY_ANNOTATION } from '../../controller/reconcile/run-plan.js';
 import { gitToken, resolveRepo } from '../repo.js';
 import { openSpecsWorkTree } from '../specs-writer.js';
 import type { Io } from '../output.js';
@@ -150,6 +150,28 @@ export function registerApply(program: Command, io: Io): void {
         `cancel ${kind.toLowerCase()}/${name}`,
       );
     });
+
+  program
+    .command('retry')
+    .description(
+      'Start a new attempt of a finished or failed run, from its last checkpoint, with a fresh failure budget (commits an annotation)',
+    )
+    .argument('<name>', 'run name')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  adv retry fork-mid-2026-01-21-001\n  adv get runs --watch   # see it start',
+    )
+    .action((name: string, opts: RepoOpts) =>
+      patchSpec(
+        'Run',
+        name,
+        opts,
+        (set) => set(['metadata', 'annotations', RETRY_ANNOTATION], new Date().toISOString()),
+        `retry run/${name}`,
+      ),
+    );
 
   program
     .command('reconcile')

@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import type { BackendStatusDoc, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
 import { age, renderTable } from '../format.js';
+import { parseDuration } from '../repo.js';
 import { openStatus } from '../status-reader.js';
 import type { Io } from '../output.js';
 
@@ -25,6 +26,105 @@ function selectorMatches(labels: Record<string, string> | undefined, selector: s
   });
 }
 
+type Kind = 'runs' | 'backends' | 'dags';
+type AnyDoc = RunStatusDoc | DagStatusDoc | BackendStatusDoc;
+
+const ACTIVE = ['Pending', 'Scheduling', 'Queued', 'Running'];
+
+/** The table of a kind: headers, and one row per document (first cell: its name). */
+function tableOf(kind: Kind, docs: AnyDoc[], wide: boolean): { headers: string[]; rows: string[][] } {
+  if (kind === 'dags') {
+    const rows = (docs as DagStatusDoc[]).map((d) => {
+      const nodes = Object.values(d.status.nodes);
+      const n = (p: string) => nodes.filter((x) => x.phase === p).length;
+      return [
+        d.metadata.name,
+        d.status.phase,
+        `${n('Succeeded')}/${nodes.length}`,
+        String(nodes.filter((x) => ACTIVE.includes(x.phase)).length),
+        String(n('Failed')),
+        age(d.status.createdAt),
+        d.status.reason ?? '',
+        ...(wide ? [d.status.specFile ?? '', d.status.message ?? ''] : []),
+      ];
+    });
+    return {
+      headers: [
+        'NAME',
+        'PHASE',
+        'SUCCEEDED',
+        'ACTIVE',
+        'FAILED',
+        'AGE',
+        'REASON',
+        ...(wide ? ['FILE', 'MESSAGE'] : []),
+      ],
+      rows,
+    };
+  }
+  if (kind === 'backends') {
+    const rows = (docs as BackendStatusDoc[]).map((d) => {
+      const ready = d.status.conditions.find((c) => c.type === 'Ready');
+      const degraded = d.status.conditions.find((c) => c.type === 'Degraded');
+      return [
+        d.metadata.name,
+        d.status.type,
+        ready?.status ?? 'Unknown',
+        degraded?.status ?? 'False',
+        String(d.status.activeAttempts),
+        [ready?.message, degraded?.status === 'True' ? degraded.message : ''].filter(Boolean).join('; '),
+      ];
+    });
+    return { headers: ['NAME', 'TYPE', 'READY', 'DEGRADED', 'ACTIVE', 'MESSAGE'], rows };
+  }
+  // Child runs of DAGs say whose they are.
+  const owners = (docs as RunStatusDoc[]).some((d) => d.status.owner);
+  const rows = (docs as RunStatusDoc[]).map((d) => {
+    const a = d.status.attempts.at(-1);
+    const total = d.appliedSpec?.totalSteps;
+    const step = d.status.checkpoint?.step;
+    return [
+      d.metadata.name,
+      ...(owners ? [d.status.owner ? `dag/${d.status.owner}` : ''] : []),
+      d.status.phase,
+      a ? String(a.n) : '-',
+      a?.backend ?? '-',
+      a?.jobId ?? '-',
+      age(d.status.createdAt ?? d.status.attempts[0]?.submittedAt),
+      d.status.reason ?? '',
+      ...(wide
+        ? [
+            step === undefined ? '-' : total ? `${step}/${total}` : String(step),
+            (d.status.specCommit ?? '').slice(0, 10),
+            d.status.message ?? '',
+          ]
+        : []),
+    ];
+  });
+  return {
+    headers: [
+      'NAME',
+      ...(owners ? ['OWNER'] : []),
+      'PHASE',
+      'ATTEMPT',
+      'BACKEND',
+      'JOB',
+      'AGE',
+      'REASON',
+      ...(wide ? ['STEP', 'SPEC-COMMIT', 'MESSAGE'] : []),
+    ],
+    rows,
+  };
+}
+
+const SORTS: Record<string, (a: AnyDoc, b: AnyDoc) => number> = {
+  name: (a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0),
+  age: (a, b) => created(b).localeCompare(created(a)),
+  phase: (a, b) => phaseOf(a).localeCompare(phaseOf(b)) || SORTS.name!(a, b),
+};
+const created = (d: AnyDoc) => ('createdAt' in d.status ? (d.status.createdAt ?? '') : '');
+const phaseOf = (d: AnyDoc) => ('phase' in d.status ? d.status.phase : '');
+
 export function registerGet(program: Command, io: Io): void {
   program
     .command('get')
@@ -35,16 +135,22 @@ export function registerGet(program: Command, io: Io): void {
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
     .addOption(
       new Option('-o, --output <format>', 'output format')
-        .choices(['table', 'wide', 'yaml', 'json'])
+        .choices(['table', 'wide', 'yaml', 'json', 'name'])
         .default('table'),
     )
     .option('-l, --selector <key=value,...>', 'only objects with these labels')
+    .addOption(
+      new Option('--sort-by <field>', 'order of the rows').choices(['name', 'age', 'phase']).default('name'),
+    )
+    .option('-w, --watch', 'after the list, print each object again whenever its status changes')
+    .option('--timeout <duration>', 'with --watch: stop after this long (e.g. 10m); default: until Ctrl-C')
     .addHelpText(
       'after',
       `
 Examples:
   adv get runs
-  adv get runs -l project=fork -o wide
+  adv get runs -l project=fork -o wide --sort-by age
+  adv get runs --watch                         # like kubectl get -w
   adv get run hello -o yaml
   adv get runs -l adventuretime.dev/dag=pipeline   # the child runs of one DAG
   adv get dags
@@ -54,16 +160,28 @@ Examples:
       async (
         kindArg: string,
         name: string | undefined,
-        opts: { repo?: string; statusBranch?: string; output: string; selector?: string },
+        opts: {
+          repo?: string;
+          statusBranch?: string;
+          output: string;
+          selector?: string;
+          sortBy: string;
+          watch?: boolean;
+          timeout?: string;
+        },
       ) => {
         const kind = KINDS[kindArg.toLowerCase()];
         if (!kind)
           throw new AdvError(ErrorCode.UsageError, `unknown kind "${kindArg}"`, {
             hint: 'use runs, dags or backends',
           });
+        if (opts.watch && (opts.output === 'json' || opts.output === 'yaml'))
+          throw new AdvError(ErrorCode.UsageError, '--watch prints tables or names', {
+            hint: 'use -o table, -o wide or -o name with --watch',
+          });
         const r = await openStatus(opts, io);
-        try {
-          const statusKind = STATUS_KIND[kind];
+        const statusKind = STATUS_KIND[kind];
+        const select = (): AnyDoc[] => {
           let names = r.store.names(statusKind);
           if (name) {
             if (!names.includes(name))
@@ -72,94 +190,68 @@ Examples:
               });
             names = [name];
           }
-          const docs = names
-            .map((n) => r.store.get(statusKind, n)!)
+          return names
+            .map((n) => r.store.get<AnyDoc>(statusKind, n)!)
             .filter(
               (d) =>
                 kind === 'backends' ||
                 selectorMatches((d as RunStatusDoc | DagStatusDoc).metadata.labels, opts.selector),
-            );
+            )
+            .sort(SORTS[opts.sortBy]);
+        };
+        try {
+          const docs = select();
           if (opts.output === 'json')
             return void io.stdout.write(
               JSON.stringify(docs.length === 1 && name ? docs[0] : { items: docs }, null, 2) + '\n',
             );
           if (opts.output === 'yaml')
             return void io.stdout.write(docs.map((d) => stringify(d)).join('---\n'));
-          if (kind === 'dags') {
-            const rows = (docs as DagStatusDoc[]).map((d) => {
-              const nodes = Object.values(d.status.nodes);
-              const n = (p: string) => nodes.filter((x) => x.phase === p).length;
-              return [
-                d.metadata.name,
-                d.status.phase,
-                `${n('Succeeded')}/${nodes.length}`,
-                String(
-                  nodes.filter((x) => ['Pending', 'Scheduling', 'Queued', 'Running'].includes(x.phase))
-                    .length,
-                ),
-                String(n('Failed')),
-                age(d.status.createdAt),
-                d.status.reason ?? '',
-              ];
-            });
-            return void io.stdout.write(
-              rows.length
-                ? renderTable(['NAME', 'PHASE', 'SUCCEEDED', 'ACTIVE', 'FAILED', 'AGE', 'REASON'], rows)
-                : 'No DAGs found.\n',
-            );
-          }
-          if (kind === 'runs') {
-            const wide = opts.output === 'wide';
-            // Child runs of DAGs say whose they are.
-            const owners = !wide && (docs as RunStatusDoc[]).some((d) => d.status.owner);
-            const rows = (docs as RunStatusDoc[]).map((d) => {
-              const a = d.status.attempts.at(-1);
-              const row = [
-                d.metadata.name,
-                ...(owners ? [d.status.owner ? `dag/${d.status.owner}` : ''] : []),
-                d.status.phase,
-                a ? String(a.n) : '-',
-                a?.backend ?? '-',
-                a?.jobId ?? '-',
-                age(d.status.createdAt ?? d.status.attempts[0]?.submittedAt),
-                d.status.reason ?? '',
-              ];
-              if (wide)
-                row.push(
-                  d.status.owner ?? '',
-                  (d.status.specCommit ?? '').slice(0, 10),
-                  d.status.message ?? '',
-                );
-              return row;
-            });
-            const headers = [
-              'NAME',
-              ...(owners ? ['OWNER'] : []),
-              'PHASE',
-              'ATTEMPT',
-              'BACKEND',
-              'JOB',
-              'AGE',
-              'REASON',
-              ...(wide ? ['OWNER', 'SPEC-COMMIT', 'MESSAGE'] : []),
-            ];
-            io.stdout.write(rows.length ? renderTable(headers, rows) : 'No runs found.\n');
-          } else {
-            const rows = (docs as BackendStatusDoc[]).map((d) => {
-              const ready = d.status.conditions.find((c) => c.type === 'Ready');
-              return [
-                d.metadata.name,
-                d.status.type,
-                ready?.status ?? 'Unknown',
-                String(d.status.activeAttempts),
-                ready?.message ?? '',
-              ];
-            });
-            io.stdout.write(
-              rows.length
-                ? renderTable(['NAME', 'TYPE', 'READY', 'ACTIVE', 'MESSAGE'], rows)
-                : 'No backends found.\n',
-            );
+          const singular = kind.slice(0, -1);
+          if (opts.output === 'name' && !opts.watch)
+            return void io.stdout.write(docs.map((d) => `${singular}/${d.metadata.name}\n`).join(''));
+          const { headers, rows } = tableOf(kind, docs, opts.output === 'wide');
+          if (opts.output === 'name')
+            io.stdout.write(docs.map((d) => `${singular}/${d.metadata.name}\n`).join(''));
+          else io.stdout.write(rows.length ? renderTable(headers, rows) : `No ${kind} found.\n`);
+          if (!opts.watch) return;
+
+          // Watch: when the status branch moves, print the objects whose row changed (kubectl -w).
+          const widths = headers.map((h, i) =>
+            Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)),
+          );
+          const line = (cells: string[]) =>
+            cells
+              .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+              .join('   ')
+              .trimEnd();
+          const seen = new Map(
+            rows.map((row) => [row[0]!, row.filter((_, i) => headers[i] !== 'AGE').join('\u0000')]),
+          );
+          const deadline = opts.timeout ? Date.now() + parseDuration(opts.timeout) : Infinity;
+          let stop = false;
+          const onInt = () => (stop = true);
+          process.once('SIGINT', onInt);
+          try {
+            let head = r.store.head;
+            while (!stop && Date.now() < deadline) {
+              await new Promise((res) => setTimeout(res, 500));
+              if (r.repo.mode === 'remote') await r.repo.refresh().catch(() => undefined);
+              const now = await r.repo.git.resolveRef(r.store.ref);
+              if (now === head) continue;
+              head = now;
+              await r.store.load();
+              const fresh = select();
+              const t = tableOf(kind, fresh, opts.output === 'wide');
+              for (const row of t.rows) {
+                const key = row.filter((_, i) => t.headers[i] !== 'AGE').join('\u0000');
+                if (seen.get(row[0]!) === key) continue;
+                seen.set(row[0]!, key);
+                io.stdout.write(opts.output === 'name' ? `${singular}/${row[0]}\n` : line(row) + '\n');
+              }
+            }
+          } finally {
+            process.off('SIGINT', onInt);
           }
         } finally {
           await r.close();

@@ -25,6 +25,8 @@ import { solve, type BackendInfo } from './solver.js';
 export type { BackendInfo } from './solver.js';
 
 export const RECONCILE_ANNOTATION = 'adventuretime.dev/reconcile-requested-at';
+/** Changing its value asks for a new attempt of a finished run (`adv retry`). */
+export const RETRY_ANNOTATION = 'adventuretime.dev/retry-requested-at';
 
 export interface DesiredRun {
   name: string;
@@ -134,15 +136,17 @@ const madeProgress = (a: Attempt) => a.lastStep !== undefined && a.lastStep > (a
  * Attempts that count against maxAttempts: user-code failures, and time-outs that made no
  * progress (a time-out after a new checkpoint is a long run going on, as submitit requeues it).
  */
-export const userFailures = (attempts: readonly Attempt[]) =>
+export const userFailures = (attempts: readonly Attempt[], from = 1) =>
   attempts.filter((a) => {
+    if (a.n < from) return false;
     const c = classOf(a);
     return c === EndClass.UserError || (c === EndClass.Timeout && !madeProgress(a));
   }).length;
 
 /** Attempts ended by preemption or infrastructure: their own, generous cap (maxInfraAttempts). */
-export const infraFailures = (attempts: readonly Attempt[]) =>
+export const infraFailures = (attempts: readonly Attempt[], from = 1) =>
   attempts.filter((a) => {
+    if (a.n < from) return false;
     const c = classOf(a);
     return c === EndClass.Preempted || c === EndClass.Infrastructure;
   }).length;
@@ -294,6 +298,19 @@ export function planRun(
 
   const requested = desired.annotations?.[RECONCILE_ANNOTATION];
   if (requested && requested !== st.lastHandledReconcileAt) st.lastHandledReconcileAt = requested;
+
+  // `adv retry`: a finished run gets a new attempt (from its last checkpoint), with a fresh
+  // failure budget; a run still in flight just records that the request was seen.
+  const retry = desired.annotations?.[RETRY_ANNOTATION];
+  if (retry && retry !== st.lastHandledRetryAt) {
+    st.lastHandledRetryAt = retry;
+    if (TERMINAL_PHASES.has(st.phase) && !spec.suspend) {
+      st.budgetFromAttempt = (st.attempts.at(-1)?.n ?? 0) + 1;
+      delete st.nextAttemptAfter;
+      setPhase(doc, Phase.Scheduling, 'RetryRequested', 'adv retry: a new attempt starts from the last checkpoint', now);
+      events.push('retry requested');
+    }
+  }
 
   // 2. Suspend cancels; unsuspend resumes with a new attempt.
   let last = st.attempts.at(-1);
@@ -579,7 +596,7 @@ export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: 
     case EndClass.Infrastructure: {
       ready(e.class);
       const max = spec.policy?.maxInfraAttempts ?? DEFAULTS.maxInfraAttempts;
-      if (infraFailures(st.attempts) >= max) {
+      if (infraFailures(st.attempts, st.budgetFromAttempt) >= max) {
         setPhase(
           doc,
           Phase.Failed,
@@ -616,7 +633,7 @@ export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: 
       break;
   }
   // A user error, or a time-out without progress: counts against maxAttempts, with backoff.
-  const failures = userFailures(st.attempts);
+  const failures = userFailures(st.attempts, st.budgetFromAttempt);
   const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
   const what =
     e.class === EndClass.Timeout
@@ -735,6 +752,8 @@ function isSettled(current: RunStatusDoc, desired: DesiredRun, observed: Observe
   if (JSON.stringify(current.metadata.labels) !== JSON.stringify(desired.labels)) return false;
   const requested = desired.annotations?.[RECONCILE_ANNOTATION];
   if (requested !== undefined && requested !== st.lastHandledReconcileAt) return false;
+  const retry = desired.annotations?.[RETRY_ANNOTATION];
+  if (retry !== undefined && retry !== st.lastHandledRetryAt) return false;
   return st.conditions.some((c) => c.type === ConditionType.Valid && c.status === 'True');
 }
 

@@ -149,6 +149,10 @@ export interface RunStatus {
   nextAttemptAfter?: string;
   /** Last value of the reconcile-requested-at annotation handled. */
   lastHandledReconcileAt?: string;
+  /** Last value of the retry-requested-at annotation handled (`adv retry`). */
+  lastHandledRetryAt?: string;
+  /** Failures count from this attempt on (`adv retry` gives a fresh budget). */
+  budgetFromAttempt?: number;
   /** Time of the last heartbeat of the current attempt. */
   lastHeartbeat?: string;
   /** The latest committed checkpoint. */

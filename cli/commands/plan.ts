@@ -1,0 +1,262 @@
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { createHash } from 'node:crypto';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { AdvError, ErrorCode } from '../../controller/index.js';
+import { unusableBecause } from '../../controller/backends/registry.js';
+import { SpecsRepo } from '../../controller/git/specs-repo.js';
+import { GitTreeSource, TreeListingCache } from '../../controller/git/tree-source.js';
+import { planChanges, type PlanReport, type RunPlanItem } from '../../controller/reconcile/plan-changes.js';
+import { loadSpecs, type LoadResult } from '../../controller/spec/loader.js';
+import type { Backend, Storage } from '../../controller/spec/schema.js';
+import { StatusStore } from '../../controller/status/store.js';
+import type { DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
+import { storeTarget } from '../../controller/storage.js';
+import { ExitCode } from '../exit.js';
+import { colours, type Io } from '../output.js';
+import { resolveRepo } from '../repo.js';
+
+const SIGN: Record<RunPlanItem['change'], string> = {
+  start: '+',
+  wait: '…',
+  update: '~',
+  restart: '!',
+  reject: '✗',
+  cancel: '-',
+  noop: '=',
+};
+
+/** `adv plan`: what the controller would do if HEAD were merged, as text, Markdown or JSON. */
+export function registerPlan(program: Command, io: Io): void {
+  program
+    .command('plan')
+    .description(
+      'Show what the controller would do if HEAD were merged: runs to start (and where), changes, cancellations, errors',
+    )
+    .option(
+      '--base <ref>',
+      'what HEAD is compared with (default: origin/<branch> if it exists, else <branch>)',
+    )
+    .option('--head <ref>', 'the change (default HEAD)', 'HEAD')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .option('--repo <path>', 'specs repo checkout (default: the repository of the current directory)')
+    .option(
+      '--status-branch <name>',
+      'status branch (default adventuretime/status; origin/… is used when present)',
+    )
+    .option('--path <dir>', 'only specs under this folder')
+    .addOption(
+      new Option('-o, --output <format>', 'output format')
+        .choices(['text', 'markdown', 'json'])
+        .default('text'),
+    )
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 the plan is made (with or without changes), 1 HEAD has invalid specs, 4 git failed.
+
+Examples:
+  adv plan                                   # this branch against main
+  adv plan --base origin/main --head HEAD -o markdown > plan.md   # for a pull-request comment`,
+    )
+    .action(
+      async (opts: {
+        base?: string;
+        head: string;
+        branch: string;
+        repo?: string;
+        statusBranch?: string;
+        path?: string;
+        output: string;
+      }) => {
+        const dir = await resolveRepo(opts.repo, io.cwd);
+        const repo = await SpecsRepo.open({
+          repo: dir,
+          dataDir: join(
+            io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'),
+            'adventuretime',
+            createHash('sha256').update(dir).digest('hex').slice(0, 16),
+          ),
+        });
+        try {
+          const git = repo.git;
+          const resolve = async (ref: string, what: string) => {
+            const oid = await git.resolveRef(ref);
+            if (!oid)
+              throw new AdvError(ErrorCode.NotFound, `${what} ${ref} does not exist in ${dir}`, {
+                hint: 'fetch it first (git fetch origin), or pass --base/--head',
+              });
+            return oid;
+          };
+          const head = await resolve(opts.head, '--head');
+          const baseRef =
+            opts.base ??
+            ((await git.resolveRef(`refs/remotes/origin/${opts.branch}`))
+              ? `refs/remotes/origin/${opts.branch}`
+              : opts.branch);
+          const base = await resolve(baseRef, '--base');
+          const listings = new TreeListingCache(git);
+          const load = async (commit: string): Promise<LoadResult> =>
+            loadSpecs(new GitTreeSource(git, (await git.readCommit(commit)).tree, listings, opts.path ?? ''));
+          const [b, h] = await Promise.all([load(base), load(head)]);
+
+          // The status branch as the controller has it (the remote's, in a CI checkout).
+          const statusBranch = opts.statusBranch ?? 'adventuretime/status';
+          const statusRef = (await git.resolveRef(`refs/remotes/origin/${statusBranch}`))
+            ? `refs/remotes/origin/${statusBranch}`
+            : `refs/heads/${statusBranch}`;
+          const status = new StatusStore(git, statusRef, { name: 'adv', email: 'adv@localhost' });
+          if (await git.resolveRef(statusRef)) await status.load();
+
+          const backends = h.objects
+            .filter((o) => o.kind === 'Backend')
+            .map((o) => {
+              const spec = (o.object as Backend).spec;
+              const why = unusableBecause(spec);
+              return { name: o.name, spec, usable: !why, ...(why ? { why } : {}) };
+            });
+          const storage = h.objects.find((o) => o.kind === 'Storage');
+          const codeRefs = new Map<string, string>();
+          for (const o of h.objects) {
+            const ref =
+              o.kind === 'Run'
+                ? (o.object as { spec: { code?: { ref?: string } } }).spec.code?.ref
+                : undefined;
+            if (!ref) continue;
+            const oid = (await git.resolveRef(`refs/remotes/origin/${ref}`)) ?? (await git.resolveRef(ref));
+            if (oid) codeRefs.set(ref, oid);
+          }
+          const errors = h.diagnostics
+            .filter((d) => d.severity === 'error')
+            .map((d) => ({
+              file: d.file,
+              line: d.line,
+              column: d.column,
+              message: `${d.path ? d.path + ': ' : ''}${d.message}${d.hint ? ` (fix: ${d.hint})` : ''}`,
+            }));
+          const report = planChanges({
+            base: { commit: base, objects: b.objects },
+            head: { commit: head, objects: h.objects, errors },
+            runStatus: (n) => status.get<RunStatusDoc>('Run', n),
+            dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
+            ctx: { now: Date.now(), backends, codeRefs },
+            ...(storage ? { storeUrl: storeTarget((storage.object as Storage).spec, '.', io.env).url } : {}),
+          });
+          const text =
+            opts.output === 'json'
+              ? JSON.stringify(report, null, 2) + '\n'
+              : opts.output === 'markdown'
+                ? renderMarkdown(report, baseRef, opts.head)
+                : renderText(report, baseRef, opts.head, colours(io.stdout, io.env));
+          io.stdout.write(text);
+          if (report.errors.length)
+            throw new AdvError(ErrorCode.SpecInvalid, 'the plan found invalid specs', {
+              exitCode: ExitCode.Invalid,
+              quiet: true,
+            });
+        } finally {
+          await repo.close();
+        }
+      },
+    );
+}
+
+function counts(r: PlanReport): string {
+  const n = (c: RunPlanItem['change']) => r.runs.filter((x) => x.change === c).length;
+  const parts = [
+    `${n('start')} to start`,
+    `${n('update')} to update`,
+    `${n('restart')} to restart`,
+    `${n('cancel')} to cancel`,
+  ];
+  if (n('reject')) parts.push(`${n('reject')} rejected`);
+  if (n('wait')) parts.push(`${n('wait')} waiting`);
+  if (r.errors.length) parts.push(`${r.errors.length} error${r.errors.length > 1 ? 's' : ''}`);
+  return parts.join(', ');
+}
+
+function detail(x: RunPlanItem): string {
+  switch (x.change) {
+    case 'start':
+      return `on ${x.backend}: ${x.why ?? ''}`;
+    case 'update':
+      return x.patch.map((op) => `${op.op} ${op.path}`).join(', ');
+    case 'restart':
+      return `${x.immutable.join(', ') || 'spec changed'}: cancel, then a new attempt from the last checkpoint${x.backend ? ` on ${x.backend}` : ''}`;
+    default:
+      return x.why ?? '';
+  }
+}
+
+export function renderText(r: PlanReport, base: string, head: string, c: ReturnType<typeof colours>): string {
+  const out = [`Plan: ${head} (${r.head.slice(0, 10)}) merged into ${base} (${r.base.slice(0, 10)})`, ''];
+  const colour = (x: RunPlanItem) =>
+    x.change === 'start'
+      ? c.green
+      : x.change === 'cancel' || x.change === 'reject'
+        ? c.red
+        : x.change === 'noop'
+          ? c.dim
+          : c.yellow;
+  if (r.runs.length) {
+    out.push('Runs:');
+    const w = Math.max(...r.runs.map((x) => x.run.length));
+    for (const x of r.runs)
+      out.push(
+        colour(x)(`  ${SIGN[x.change]} ${x.change.padEnd(7)} ${x.run.padEnd(w)}  ${detail(x)}`) +
+          c.dim(`  (${x.file}${x.owner ? `, dag/${x.owner}` : ''})`),
+      );
+  } else out.push('No run changes.');
+  if (r.dags.length) {
+    out.push('', 'DAGs:');
+    for (const d of r.dags) out.push(`  ${d.change.padEnd(7)} ${d.summary}  ${c.dim(`(${d.file})`)}`);
+  }
+  if (r.errors.length) {
+    out.push('', c.red('Errors (the controller would not act on these files):'));
+    for (const e of r.errors) out.push(c.red(`  ${e.file}:${e.line}:${e.column}: ${e.message}`));
+  }
+  out.push('', `Plan: ${counts(r)}.`);
+  return out.join('\n') + '\n';
+}
+
+const md = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+export function renderMarkdown(r: PlanReport, base: string, head: string): string {
+  const out = [
+    `### AdventureTime plan`,
+    '',
+    `\`${head}\` (${r.head.slice(0, 10)}) merged into \`${base}\` (${r.base.slice(0, 10)}): **${counts(r)}**.`,
+    '',
+  ];
+  if (r.runs.length) {
+    out.push('| | run | change | details | file |', '|---|---|---|---|---|');
+    for (const x of r.runs)
+      out.push(
+        `| ${SIGN[x.change]} | \`${x.run}\`${x.owner ? ` (dag/${x.owner})` : ''} | ${x.change} | ${md(detail(x))} | \`${x.file}\` |`,
+      );
+    const patched = r.runs.filter((x) => x.patch.length);
+    if (patched.length) {
+      out.push('', '<details><summary>Spec changes (JSON Patch)</summary>', '');
+      for (const x of patched)
+        out.push(
+          `\`${x.run}\`${x.immutable.length ? ' — immutable: ' + x.immutable.map((p) => `\`${p}\``).join(', ') : ''}`,
+          '',
+          '```json',
+          JSON.stringify(x.patch, null, 2),
+          '```',
+          '',
+        );
+      out.push('</details>');
+    }
+  } else out.push('No run changes.');
+  if (r.dags.length) {
+    out.push('', '**DAGs**', '');
+    for (const d of r.dags) out.push(`- ${d.change}: ${md(d.summary)} (\`${d.file}\`)`);
+  }
+  if (r.errors.length) {
+    out.push('', '**Errors** — the controller would not act on these files:', '');
+    for (const e of r.errors) out.push(`- \`${e.file}:${e.line}:${e.column}\` ${md(e.message)}`);
+  }
+  return out.join('\n') + '\n';
+}

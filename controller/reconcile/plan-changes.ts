@@ -1,0 +1,234 @@
+/**
+ * `adv plan`: what the controller would do if HEAD were merged. It calls the same planners the
+ * controller calls (planRun, planDag, the solver) on HEAD's specs and the status branch as it
+ * is, and reports the actions they return; nothing here decides anything itself.
+ */
+import jsonpatch from 'fast-json-patch';
+import type { Operation } from 'fast-json-patch';
+import type { LoadedObject } from '../spec/loader.js';
+import type { Dag, Run, RunSpec } from '../spec/schema.js';
+import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
+import { planDag, type DesiredDag } from './dag-plan.js';
+import { generationOf, IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
+
+export type RunChange =
+  /** A new run (or a DAG node that would start): submitted to `backend`. */
+  | 'start'
+  /** Waits: no backend can take it, a code ref is missing, … (`why`). */
+  | 'wait'
+  /** A changed spec whose change is applied to the live run (mutable fields only). */
+  | 'update'
+  /** A changed spec with immutable fields, `onSpecChange: Restart`: cancel, then a new attempt. */
+  | 'restart'
+  /** A changed spec with immutable fields on a started run: the controller refuses it. */
+  | 'reject'
+  /** Removed, or suspended: live attempts are cancelled. */
+  | 'cancel'
+  /** Changed, but nothing happens (a finished run, a label). */
+  | 'noop';
+
+export interface RunPlanItem {
+  run: string;
+  change: RunChange;
+  /** The spec file (HEAD's, or BASE's for a removal). */
+  file: string;
+  /** DAG that owns it. */
+  owner?: string;
+  backend?: string;
+  /** The solver's reasons, or why it waits, or what is refused. */
+  why?: string;
+  /** JSON Patch from BASE's spec to HEAD's (empty for new and removed runs). */
+  patch: Operation[];
+  /** Paths of the patch that cannot be applied to a started run. */
+  immutable: string[];
+}
+
+export interface PlanError {
+  file: string;
+  line: number;
+  column: number;
+  message: string;
+}
+
+export interface PlanReport {
+  base: string;
+  head: string;
+  runs: RunPlanItem[];
+  dags: { dag: string; file: string; change: 'new' | 'changed' | 'removed'; summary: string }[];
+  errors: PlanError[];
+}
+
+export interface PlanInput {
+  base: { commit: string; objects: readonly LoadedObject[] };
+  head: { commit: string; objects: readonly LoadedObject[]; errors: PlanError[] };
+  runStatus: (name: string) => RunStatusDoc | undefined;
+  dagStatus: (name: string) => DagStatusDoc | undefined;
+  /** Backends as the controller would see them from HEAD's specs. */
+  ctx: Omit<PlanContext, 'specCommit'>;
+  storeUrl?: string;
+}
+
+const runsOf = (objects: readonly LoadedObject[]) => {
+  const out = new Map<string, { spec: RunSpec; file: string; labels?: Record<string, string> }>();
+  for (const o of objects)
+    if (o.kind === 'Run') {
+      const r = o.object as Run;
+      out.set(o.name, {
+        spec: r.spec,
+        file: o.file,
+        ...(r.metadata.labels ? { labels: r.metadata.labels } : {}),
+      });
+    }
+  return out;
+};
+const dagsOf = (objects: readonly LoadedObject[]) => {
+  const out = new Map<string, DesiredDag>();
+  for (const o of objects)
+    if (o.kind === 'DAG') {
+      const d = o.object as Dag;
+      out.set(o.name, {
+        name: o.name,
+        spec: d.spec,
+        generation: generationOf(d.spec),
+        file: o.file,
+        ...(d.metadata.labels ? { labels: d.metadata.labels } : {}),
+      });
+    }
+  return out;
+};
+
+export function planChanges(input: PlanInput): PlanReport {
+  const ctx: PlanContext = { ...input.ctx, specCommit: input.head.commit };
+  const baseRuns = runsOf(input.base.objects);
+  const headRuns = runsOf(input.head.objects);
+  const report: PlanReport = {
+    base: input.base.commit,
+    head: input.head.commit,
+    runs: [],
+    dags: [],
+    errors: input.head.errors,
+  };
+
+  const item = (
+    name: string,
+    desired: DesiredRun | undefined,
+    baseSpec: RunSpec | undefined,
+    file: string,
+  ) => {
+    const current = input.runStatus(name);
+    const p = planRun({ name, ...(desired ? { desired } : {}), ...(current ? { current } : {}) }, ctx);
+    const from = current?.appliedSpec ?? baseSpec;
+    const patch = from && desired ? jsonpatch.compare(from, desired.spec) : [];
+    const immutable = patch
+      .filter((op) => IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)))
+      .map((op) => op.path);
+    const submit = p.actions.find((a) => a.type === 'submit');
+    const cancel = p.actions.find((a) => a.type === 'cancel');
+    const st = p.doc?.status;
+    const rejected = st?.conditions.find((c) => c.type === 'SpecChangeRejected' && c.status === 'True');
+    let change: RunChange;
+    let why: string | undefined;
+    if (!desired || desired.spec.suspend) change = cancel ? 'cancel' : 'noop';
+    else if (cancel && submit) change = 'restart';
+    else if (cancel) change = 'restart';
+    else if (submit) change = current?.status.attempts.length ? 'restart' : 'start';
+    else if (rejected) {
+      change = 'reject';
+      why = rejected.message;
+    } else if (!current && st && !st.attempts.length) {
+      change = 'wait';
+      why = st.message;
+    } else change = patch.length ? 'update' : 'noop';
+    if (submit) why = st?.attempts.at(-1)?.why;
+    if (change === 'restart' && !submit) why = st?.message;
+    if (!desired) why = cancel ? 'the spec is removed' : 'the spec is removed; the run has finished and its status stays';
+    else if (desired.spec.suspend) why = cancel ? 'spec.suspend: true' : 'spec.suspend: true; nothing is running';
+    report.runs.push({
+      run: name,
+      change,
+      file,
+      ...(desired?.owner ? { owner: desired.owner } : {}),
+      ...(submit ? { backend: submit.backend } : {}),
+      ...(why ? { why } : {}),
+      patch,
+      immutable,
+    });
+  };
+
+  // Runs added, changed or removed between BASE and HEAD.
+  for (const [name, h] of headRuns) {
+    const b = baseRuns.get(name);
+    const desired: DesiredRun = {
+      name,
+      spec: h.spec,
+      generation: generationOf(h.spec),
+      file: h.file,
+      ...(h.labels ? { labels: h.labels } : {}),
+    };
+    // Unchanged and not waiting to start: nothing to say.
+    if (b && generationOf(b.spec) === desired.generation && input.runStatus(name)) continue;
+    item(name, desired, b?.spec, h.file);
+  }
+  for (const [name, b] of baseRuns) if (!headRuns.has(name)) item(name, undefined, b.spec, b.file);
+
+  // DAGs: the nodes HEAD would start now, and the children a change would cancel.
+  const baseDags = dagsOf(input.base.objects);
+  const headDags = dagsOf(input.head.objects);
+  for (const name of new Set([...baseDags.keys(), ...headDags.keys()])) {
+    const b = baseDags.get(name);
+    const h = headDags.get(name);
+    if (b && h && b.generation === h.generation && input.dagStatus(name)) continue;
+    const current = input.dagStatus(name);
+    const before = b
+      ? planDag(
+          {
+            name,
+            desired: b,
+            ...(current ? { current } : {}),
+            child: input.runStatus,
+            outputReady: () => false,
+          },
+          {
+            now: ctx.now,
+            specCommit: input.base.commit,
+            ...(input.storeUrl ? { storeUrl: input.storeUrl } : {}),
+          },
+        ).children
+      : [];
+    const after = h
+      ? planDag(
+          {
+            name,
+            desired: h,
+            ...(current ? { current } : {}),
+            child: input.runStatus,
+            outputReady: () => false,
+          },
+          {
+            now: ctx.now,
+            specCommit: input.head.commit,
+            ...(input.storeUrl ? { storeUrl: input.storeUrl } : {}),
+          },
+        )
+      : undefined;
+    const beforeByName = new Map(before.map((c) => [c.name, c]));
+    for (const child of after?.children ?? []) {
+      const prev = beforeByName.get(child.name);
+      if (prev && prev.generation === child.generation && input.runStatus(child.name)) continue;
+      item(child.name, child, prev?.spec, child.file);
+    }
+    for (const gone of before)
+      if (!after?.children.some((c) => c.name === gone.name) && input.runStatus(gone.name))
+        item(gone.name, undefined, gone.spec, gone.file);
+    report.dags.push({
+      dag: name,
+      file: (h ?? b)!.file,
+      change: !b ? 'new' : !h ? 'removed' : 'changed',
+      summary: after?.doc
+        ? (after.summary ?? `dag/${name}: ${after.doc.status.phase}`)
+        : `dag/${name}: removed`,
+    });
+  }
+  report.runs.sort((x, y) => (x.run < y.run ? -1 : 1));
+  return report;
+}
