@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { Option } from 'commander';
+import { stringify } from 'yaml';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import type { Attempt, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
 import { age, renderTable } from '../format.js';
@@ -16,104 +18,127 @@ export function registerDescribe(program: Command, io: Io): void {
     .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
+    .addOption(
+      new Option('-o, --output <format>', 'text, or the whole status document')
+        .choices(['text', 'yaml', 'json'])
+        .default('text'),
+    )
     .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
-    .action(async (kind: string, name: string, opts: { repo?: string; statusBranch?: string }) => {
-      const isDag = /^dags?$/i.test(kind);
-      if (!/^runs?$/i.test(kind) && !isDag)
-        throw new AdvError(ErrorCode.UsageError, `cannot describe "${kind}"`, {
-          hint: 'use: adv describe run NAME, or adv describe dag NAME',
-        });
-      const r = await openStatus(opts, io);
-      try {
-        if (isDag) return void io.stdout.write(await describeDag(r, name));
-        const doc = r.store.get<RunStatusDoc>('Run', name);
-        if (!doc)
-          throw new AdvError(ErrorCode.NotFound, `run "${name}" has no status`, {
-            hint: 'adv get runs lists what exists',
+    .action(
+      async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
+        const isDag = /^dags?$/i.test(kind);
+        if (!/^runs?$/i.test(kind) && !isDag)
+          throw new AdvError(ErrorCode.UsageError, `cannot describe "${kind}"`, {
+            hint: 'use: adv describe run NAME, or adv describe dag NAME',
           });
-        const st = doc.status;
-        const out: string[] = [];
-        out.push(`Name:         ${name}`);
-        if (doc.metadata.labels)
+        const r = await openStatus(opts, io);
+        try {
+          if (opts.output !== 'text') {
+            const doc = r.store.get(isDag ? 'DAG' : 'Run', name);
+            if (!doc)
+              throw new AdvError(ErrorCode.NotFound, `${isDag ? 'DAG' : 'run'} "${name}" has no status`, {
+                hint: `adv get ${isDag ? 'dags' : 'runs'} lists what exists`,
+              });
+            return void io.stdout.write(
+              opts.output === 'json' ? JSON.stringify(doc, null, 2) + '\n' : stringify(doc),
+            );
+          }
+          if (isDag) return void io.stdout.write(await describeDag(r, name));
+          const doc = r.store.get<RunStatusDoc>('Run', name);
+          if (!doc)
+            throw new AdvError(ErrorCode.NotFound, `run "${name}" has no status`, {
+              hint: 'adv get runs lists what exists',
+            });
+          const st = doc.status;
+          const out: string[] = [];
+          out.push(`Name:         ${name}`);
+          if (doc.metadata.labels)
+            out.push(
+              `Labels:       ${Object.entries(doc.metadata.labels)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(', ')}`,
+            );
+          if (st.owner) out.push(`Owner:        ${st.owner}`);
+          out.push(`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+          if (st.message) out.push(`Message:      ${st.message}`);
           out.push(
-            `Labels:       ${Object.entries(doc.metadata.labels)
-              .map(([k, v]) => `${k}=${v}`)
-              .join(', ')}`,
+            `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
           );
-        if (st.owner) out.push(`Owner:        ${st.owner}`);
-        out.push(`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
-        if (st.message) out.push(`Message:      ${st.message}`);
-        out.push(
-          `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
-        );
-        if (st.codeCommit) out.push(`Code:         ${st.codeCommit.slice(0, 12)}`);
-        if (st.nextAttemptAfter) out.push(`Next attempt: not before ${st.nextAttemptAfter}`);
-        if (st.checkpoint)
-          out.push(
-            `Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
-          );
-        if (st.lastHeartbeat) out.push(`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
+          if (st.codeCommit) out.push(`Code:         ${st.codeCommit.slice(0, 12)}`);
+          if (st.nextAttemptAfter) out.push(`Next attempt: not before ${st.nextAttemptAfter}`);
+          if (st.checkpoint)
+            out.push(
+              `Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
+            );
+          if (st.lastHeartbeat) out.push(`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
 
-        out.push('', 'Conditions:');
-        out.push(
-          st.conditions.length
-            ? renderTable(
-                ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-                st.conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
-              ).trimEnd()
-            : '  (none)',
-        );
-        out.push('', 'Attempts:');
-        out.push(
-          st.attempts.length
-            ? renderTable(
-                [
-                  '#',
-                  'BACKEND',
-                  'JOB',
-                  'PHASE',
-                  'SUBMITTED',
-                  'STARTED',
-                  'FINISHED',
-                  'EXIT',
-                  'CLASS',
-                  'STEPS',
-                  'LOST',
-                  'REASON',
-                ],
-                st.attempts.map((a) => [
-                  String(a.n),
-                  a.backend,
-                  a.jobId ?? '-',
-                  a.phase,
-                  a.submittedAt ?? '-',
-                  a.startedAt ?? '-',
-                  a.finishedAt ?? '-',
-                  a.exitCode !== undefined ? String(a.exitCode) : '-',
-                  a.class ?? '-',
-                  a.startStep !== undefined || a.lastStep !== undefined
-                    ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
-                    : '-',
-                  lostWork(
-                    a,
-                    st.attempts.find((x) => x.n === a.n + 1),
-                  ),
-                  [a.reason, a.message].filter(Boolean).join(': '),
-                ]),
-              ).trimEnd()
-            : '  (none)',
-        );
-        const decisions = st.attempts.filter((a) => a.why);
-        if (decisions.length) {
-          out.push('', 'Scheduling (why each backend was chosen):');
-          for (const a of decisions) out.push(`  #${a.n}  ${a.why}`);
+          out.push('', 'Conditions:');
+          out.push(
+            st.conditions.length
+              ? renderTable(
+                  ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+                  st.conditions.map((c) => [
+                    c.type,
+                    c.status,
+                    c.reason,
+                    age(c.lastTransitionTime),
+                    c.message,
+                  ]),
+                ).trimEnd()
+              : '  (none)',
+          );
+          out.push('', 'Attempts:');
+          out.push(
+            st.attempts.length
+              ? renderTable(
+                  [
+                    '#',
+                    'BACKEND',
+                    'JOB',
+                    'PHASE',
+                    'SUBMITTED',
+                    'STARTED',
+                    'FINISHED',
+                    'EXIT',
+                    'CLASS',
+                    'STEPS',
+                    'LOST',
+                    'REASON',
+                  ],
+                  st.attempts.map((a) => [
+                    String(a.n),
+                    a.backend,
+                    a.jobId ?? '-',
+                    a.phase,
+                    a.submittedAt ?? '-',
+                    a.startedAt ?? '-',
+                    a.finishedAt ?? '-',
+                    a.exitCode !== undefined ? String(a.exitCode) : '-',
+                    a.class ?? '-',
+                    a.startStep !== undefined || a.lastStep !== undefined
+                      ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
+                      : '-',
+                    lostWork(
+                      a,
+                      st.attempts.find((x) => x.n === a.n + 1),
+                    ),
+                    [a.reason, a.message].filter(Boolean).join(': '),
+                  ]),
+                ).trimEnd()
+              : '  (none)',
+          );
+          const decisions = st.attempts.filter((a) => a.why);
+          if (decisions.length) {
+            out.push('', 'Scheduling (why each backend was chosen):');
+            for (const a of decisions) out.push(`  #${a.n}  ${a.why}`);
+          }
+          out.push(...(await history(r, 'run', name)));
+          io.stdout.write(out.join('\n') + '\n');
+        } finally {
+          await r.close();
         }
-        out.push(...(await history(r, 'run', name)));
-        io.stdout.write(out.join('\n') + '\n');
-      } finally {
-        await r.close();
-      }
-    });
+      },
+    );
 }
 
 /**
