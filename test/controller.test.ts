@@ -181,6 +181,30 @@ describe('local specs repo', () => {
   });
 });
 
+describe('metrics', () => {
+  it('GET /metrics is Prometheus text with runs by phase, submissions by backend and pass durations', async () => {
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/m1.yaml': runYaml('m1', ['true']),
+      'runs/m2.yaml': runYaml('m2', ['sh', '-c', 'exit 3'], '  policy: {maxAttempts: 1}\n'),
+    });
+    const c = await controller({ repo: wt.dir, dataDir: await dataDir() });
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    const serving = await serve(c, { httpAddr: '127.0.0.1:0', watch: false });
+    cleanups.push(() => serving.close());
+    const res = await fetch(`${serving.url}/metrics`);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await res.text();
+    expect(text).toMatch(/^adventuretime_runs\{phase="Succeeded"\} 1$/m);
+    expect(text).toMatch(/^adventuretime_runs\{phase="Failed"\} 1$/m);
+    expect(text).toMatch(/^adventuretime_submissions_total\{backend="local"\} 2$/m);
+    expect(text).toMatch(/^adventuretime_attempt_ends_total\{backend="local",class="UserError"\} 1$/m);
+    expect(text).toMatch(/^adventuretime_reconcile_duration_seconds_count\{step="total"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^adventuretime_git_fetch_duration_seconds_count [1-9]\d*$/m);
+    expect(text).toMatch(/^adventuretime_workqueue_depth \d+$/m);
+  });
+});
+
 describe('a backend that fails run after run', () => {
   it('is marked Degraded in its status file, the next run goes elsewhere first, and a success clears it', async () => {
     const second = LOCAL_BACKEND.replace('name: local', 'name: spare');
