@@ -42,20 +42,14 @@ import {
 } from './reconcile/run-plan.js';
 import { formatDiagnostic } from './spec/diagnostic.js';
 import { SpecLoader, type CachedFileEntry } from './spec/loader.js';
-import {
-  SCHEMAS,
-  type Backend as BackendObject,
-  type Dag,
-  type Run,
-  type Storage,
-  type StorageSpec,
-} from './spec/schema.js';
+import { SCHEMAS, type Backend as BackendObject, type Storage, type StorageSpec } from './spec/schema.js';
 import { storeTarget, type StoreTarget } from './storage.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
 import { ControllerMetrics } from './metrics.js';
 import { EndClass } from './reconcile/classify.js';
+import { desiredDag, desiredRun, invalidObject } from './reconcile/desired.js';
 import { planDag, type DagPlanContext, type DesiredDag, type InvalidDag } from './reconcile/dag-plan.js';
 import { readOutputManifest } from '../runtime/artifacts.js';
 import {
@@ -734,26 +728,9 @@ export class Controller {
     const dags = new Map<string, DesiredDag>();
     const invalidDags = new Map<string, InvalidDag>();
     for (const o of result.objects) {
-      if (o.kind === 'Run') {
-        const run = o.object as Run;
-        runs.set(o.name, {
-          name: o.name,
-          spec: run.spec,
-          generation: generationOf(run.spec),
-          file: o.file,
-          ...(run.metadata.labels ? { labels: run.metadata.labels } : {}),
-          ...(run.metadata.annotations ? { annotations: run.metadata.annotations } : {}),
-        });
-      } else if (o.kind === 'DAG') {
-        const dag = o.object as Dag;
-        dags.set(o.name, {
-          name: o.name,
-          spec: dag.spec,
-          generation: generationOf(dag.spec),
-          file: o.file,
-          ...(dag.metadata.labels ? { labels: dag.metadata.labels } : {}),
-        });
-      } else if (o.kind === 'Backend') {
+      if (o.kind === 'Run') runs.set(o.name, desiredRun(o));
+      else if (o.kind === 'DAG') dags.set(o.name, desiredDag(o));
+      else if (o.kind === 'Backend') {
         backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
       } else if (o.kind === 'Storage') {
         await this.useStorage((o.object as Storage).spec);
@@ -764,32 +741,14 @@ export class Controller {
       this.objects = undefined;
     }
     for (const d of result.invalid) {
-      if (d.kind === 'DAG' && d.name && !dags.has(d.name)) {
-        const first = d.diagnostics.find((x) => x.severity === 'error') ?? d.diagnostics[0];
-        invalidDags.set(d.name, {
-          name: d.name,
-          file: d.file,
-          line: first?.line ?? d.line,
-          column: first?.column ?? 1,
-          message: first
-            ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}`
-            : 'invalid',
-        });
-      }
-      if (d.kind !== 'Run' || !d.name || runs.has(d.name)) {
+      const named = d.name ? { ...d, name: d.name } : undefined;
+      if (d.kind === 'DAG' && named && !dags.has(named.name))
+        invalidDags.set(named.name, invalidObject(named));
+      if (d.kind !== 'Run' || !named || runs.has(named.name)) {
         if (d.diagnostics.length) this.logger.warn({ file: d.file }, formatDiagnostic(d.diagnostics[0]!));
         continue;
       }
-      const first = d.diagnostics.find((x) => x.severity === 'error') ?? d.diagnostics[0];
-      invalid.set(d.name, {
-        name: d.name,
-        file: d.file,
-        line: first?.line ?? d.line,
-        column: first?.column ?? 1,
-        message: first
-          ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}`
-          : 'invalid',
-      });
+      invalid.set(named.name, invalidObject(named));
     }
     // Enqueue what changed.
     const fp = new Map<string, string>();

@@ -5,24 +5,26 @@
  * status history, and `adv describe`, tell the whole story.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE, SLURM_INFRA, slurmBackendYaml, sshBackendYaml, TRAIN } from './helpers/backends.js';
+import {
+  FILE_STORAGE,
+  slurmAvailable,
+  SLURM_INFRA,
+  slurmBackendYaml,
+  sshBackendYaml,
+  TRAIN,
+} from './helpers/backends.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { startSshd, type Sshd } from './helpers/sshd.js';
 import { waitFor } from './helpers/wait.js';
 
-const available = haveSshd() && existsSync('/usr/sbin/slurmctld') && userInfo().uid === 0;
-if (!available && process.env.CI)
-  throw new Error('the failover test needs root, slurm-wlm, munge and openssh-server in CI');
-if (!available)
-  console.warn('SKIPPING the failover test: it needs root, slurm-wlm, munge and openssh-server');
+const available = slurmAvailable('the failover test');
 
 const STEPS = 80;
 

@@ -4,23 +4,19 @@
  * preemption by a higher-priority job, and sbatch's own refusal as a clear condition.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
-import { SLURM_INFRA, slurmBackendYaml } from './helpers/backends.js';
-import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
+import { slurmAvailable, SLURM_INFRA, slurmBackendYaml } from './helpers/backends.js';
+import { sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const INFRA = SLURM_INFRA;
-const available = haveSshd() && existsSync('/usr/sbin/slurmctld') && userInfo().uid === 0;
-if (!available && process.env.CI)
-  throw new Error('SLURM tests need root, slurm-wlm, munge and openssh-server in CI');
-if (!available) console.warn('SKIPPING the SLURM tests: they need root, slurm-wlm, munge and openssh-server');
+const available = slurmAvailable('the SLURM tests');
 
 describe.runIf(available)('slurm backend on a real SLURM', () => {
   let sshd: Sshd;

@@ -18,7 +18,7 @@ import {
   type DagStatusDoc,
   type RunStatusDoc,
 } from '../status/types.js';
-import { canonicalJson, generationOf, type DesiredRun } from './run-plan.js';
+import { canonicalJson, generationOf, markInvalid, type DesiredRun, type InvalidRun } from './run-plan.js';
 
 export interface DesiredDag {
   name: string;
@@ -28,13 +28,8 @@ export interface DesiredDag {
   file: string;
 }
 
-export interface InvalidDag {
-  name: string;
-  file: string;
-  line: number;
-  column: number;
-  message: string;
-}
+/** A DAG spec that failed validation: its first error, located (the same shape as a Run's). */
+export type InvalidDag = InvalidRun;
 
 export interface DagPlanContext {
   now: number;
@@ -151,17 +146,7 @@ export function planDag(
   // An invalid spec acts on nothing new: the last valid one goes on (as a Run's does).
   let desired = input.desired;
   if (invalid) {
-    st.conditions = setCondition(
-      st.conditions,
-      {
-        type: ConditionType.Valid,
-        status: 'False',
-        reason: Reason.SpecInvalid,
-        message: `${invalid.file}:${invalid.line}:${invalid.column}: ${invalid.message}`,
-      },
-      now,
-    );
-    st.specFile = invalid.file;
+    markInvalid(st, invalid, now);
     if (!desired && doc.appliedSpec)
       desired = {
         name,

@@ -6,10 +6,11 @@
 import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import type { LoadedObject } from '../spec/loader.js';
-import type { Dag, Run, RunSpec } from '../spec/schema.js';
+import type { RunSpec } from '../spec/schema.js';
 import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
-import { planDag, type DesiredDag } from './dag-plan.js';
-import { generationOf, IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
+import { planDag } from './dag-plan.js';
+import { desiredDag, desiredRun } from './desired.js';
+import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
 export type RunChange =
   /** A new run (or a DAG node that would start): submitted to `backend`. */
@@ -68,34 +69,10 @@ export interface PlanInput {
   storeUrl?: string;
 }
 
-const runsOf = (objects: readonly LoadedObject[]) => {
-  const out = new Map<string, { spec: RunSpec; file: string; labels?: Record<string, string> }>();
-  for (const o of objects)
-    if (o.kind === 'Run') {
-      const r = o.object as Run;
-      out.set(o.name, {
-        spec: r.spec,
-        file: o.file,
-        ...(r.metadata.labels ? { labels: r.metadata.labels } : {}),
-      });
-    }
-  return out;
-};
-const dagsOf = (objects: readonly LoadedObject[]) => {
-  const out = new Map<string, DesiredDag>();
-  for (const o of objects)
-    if (o.kind === 'DAG') {
-      const d = o.object as Dag;
-      out.set(o.name, {
-        name: o.name,
-        spec: d.spec,
-        generation: generationOf(d.spec),
-        file: o.file,
-        ...(d.metadata.labels ? { labels: d.metadata.labels } : {}),
-      });
-    }
-  return out;
-};
+const runsOf = (objects: readonly LoadedObject[]) =>
+  new Map(objects.filter((o) => o.kind === 'Run').map((o) => [o.name, desiredRun(o)]));
+const dagsOf = (objects: readonly LoadedObject[]) =>
+  new Map(objects.filter((o) => o.kind === 'DAG').map((o) => [o.name, desiredDag(o)]));
 
 export function planChanges(input: PlanInput): PlanReport {
   const ctx: PlanContext = { ...input.ctx, specCommit: input.head.commit };
@@ -141,8 +118,10 @@ export function planChanges(input: PlanInput): PlanReport {
     } else change = patch.length ? 'update' : 'noop';
     if (submit) why = st?.attempts.at(-1)?.why;
     if (change === 'restart' && !submit) why = st?.message;
-    if (!desired) why = cancel ? 'the spec is removed' : 'the spec is removed; the run has finished and its status stays';
-    else if (desired.spec.suspend) why = cancel ? 'spec.suspend: true' : 'spec.suspend: true; nothing is running';
+    if (!desired)
+      why = cancel ? 'the spec is removed' : 'the spec is removed; the run has finished and its status stays';
+    else if (desired.spec.suspend)
+      why = cancel ? 'spec.suspend: true' : 'spec.suspend: true; nothing is running';
     report.runs.push({
       run: name,
       change,
@@ -156,18 +135,11 @@ export function planChanges(input: PlanInput): PlanReport {
   };
 
   // Runs added, changed or removed between BASE and HEAD.
-  for (const [name, h] of headRuns) {
+  for (const [name, desired] of headRuns) {
     const b = baseRuns.get(name);
-    const desired: DesiredRun = {
-      name,
-      spec: h.spec,
-      generation: generationOf(h.spec),
-      file: h.file,
-      ...(h.labels ? { labels: h.labels } : {}),
-    };
     // Unchanged and not waiting to start: nothing to say.
-    if (b && generationOf(b.spec) === desired.generation && input.runStatus(name)) continue;
-    item(name, desired, b?.spec, h.file);
+    if (b && b.generation === desired.generation && input.runStatus(name)) continue;
+    item(name, desired, b?.spec, desired.file);
   }
   for (const [name, b] of baseRuns) if (!headRuns.has(name)) item(name, undefined, b.spec, b.file);
 

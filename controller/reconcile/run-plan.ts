@@ -16,6 +16,7 @@ import {
   setCondition,
   TERMINAL_PHASES,
   type Attempt,
+  type Condition,
   type Heartbeat,
   type RunStatusDoc,
 } from '../status/types.js';
@@ -184,17 +185,7 @@ export function planRun(
   if (invalid && !desired) {
     const doc = clone(current) ?? newDoc(name, ctx);
     const st = doc.status;
-    st.conditions = setCondition(
-      st.conditions,
-      {
-        type: ConditionType.Valid,
-        status: 'False',
-        reason: Reason.SpecInvalid,
-        message: `${invalid.file}:${invalid.line}:${invalid.column}: ${invalid.message}`,
-      },
-      now,
-    );
-    st.specFile = invalid.file;
+    markInvalid(st, invalid, now);
     if (!current) {
       st.reason = Reason.SpecInvalid;
       st.message = 'the spec is invalid; see the Valid condition';
@@ -307,7 +298,13 @@ export function planRun(
     if (TERMINAL_PHASES.has(st.phase) && !spec.suspend) {
       st.budgetFromAttempt = (st.attempts.at(-1)?.n ?? 0) + 1;
       delete st.nextAttemptAfter;
-      setPhase(doc, Phase.Scheduling, 'RetryRequested', 'adv retry: a new attempt starts from the last checkpoint', now);
+      setPhase(
+        doc,
+        Phase.Scheduling,
+        'RetryRequested',
+        'adv retry: a new attempt starts from the last checkpoint',
+        now,
+      );
       events.push('retry requested');
     }
   }
@@ -844,3 +841,22 @@ function clone<T>(v: T): T {
 }
 
 export const isLiveAttempt = isLive;
+
+/** `Valid=False` with the file, line and column of the problem: the same for runs and DAGs. */
+export function markInvalid(
+  st: { conditions: Condition[]; specFile?: string },
+  invalid: InvalidRun,
+  now: string,
+): void {
+  st.conditions = setCondition(
+    st.conditions,
+    {
+      type: ConditionType.Valid,
+      status: 'False',
+      reason: Reason.SpecInvalid,
+      message: `${invalid.file}:${invalid.line}:${invalid.column}: ${invalid.message}`,
+    },
+    now,
+  );
+  st.specFile = invalid.file;
+}
