@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { Controller } from '../../controller/controller.js';
+import { dashboardRoute } from '../../controller/dashboard/index.js';
 import { serve } from '../../controller/serve.js';
 import { makeLogger } from '../logger.js';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
@@ -17,6 +18,8 @@ interface Opts {
   pollInterval: string;
   resyncInterval: string;
   http?: string;
+  dashboard?: boolean;
+  dashboardHost?: string[];
   webhookSecretEnv: string;
   watch: boolean;
   logLevel: string;
@@ -39,6 +42,14 @@ export function registerController(program: Command, io: Io): void {
     .option('--resync-interval <duration>', 'how often to re-examine every object', '60s')
     .option('--http <host:port>', 'serve the webhook and API on this address (e.g. 127.0.0.1:8080)')
     .option(
+      '--dashboard',
+      'serve a read-only web dashboard at /ui/ on the --http listener (127.0.0.1:8080 unless --http says otherwise)',
+    )
+    .option(
+      '--dashboard-host <name...>',
+      'also answer the dashboard under these Host names (behind a proxy that keeps Host); * for any',
+    )
+    .option(
       '--webhook-secret-env <name>',
       'environment variable holding the webhook secret',
       'ADV_WEBHOOK_SECRET',
@@ -57,7 +68,12 @@ Examples:
   adv controller --once                                  # in a specs repo made by adv init
   adv controller --repo https://git.example.com/lab/specs.git --http 127.0.0.1:8080
       # token from ADV_GIT_TOKEN (or ADV_GIT_TOKEN_FILE); webhook secret from ADV_WEBHOOK_SECRET
-      # point the git host's push webhook at http://HOST:8080/hooks/git`,
+      # point the git host's push webhook at http://HOST:8080/hooks/git
+  adv controller --dashboard                             # then open http://127.0.0.1:8080/ui/
+
+The dashboard has no login: keep --http on loopback (reach it through an SSH tunnel) unless you
+put authentication in front of it. It answers only Host names localhost and IP addresses (a
+defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.`,
     )
     .action(async (opts: Opts) => {
       const repo = await resolveRepo(opts.repo, io.cwd);
@@ -76,6 +92,7 @@ Examples:
         pollIntervalMs: parseDuration(opts.pollInterval),
         resyncIntervalMs: parseDuration(opts.resyncInterval),
         logger,
+        processMetrics: true,
       });
       logger.info(
         { repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir },
@@ -90,12 +107,22 @@ Examples:
         return;
       }
       const secret = io.env[opts.webhookSecretEnv];
+      const httpAddr = opts.http ?? (opts.dashboard ? '127.0.0.1:8080' : undefined);
       const serving = await serve(controller, {
-        ...(opts.http ? { httpAddr: opts.http } : {}),
+        ...(httpAddr ? { httpAddr } : {}),
         ...(secret ? { webhookSecret: secret } : {}),
         watch: opts.watch,
+        ...(opts.dashboard
+          ? {
+              routes: [
+                dashboardRoute(controller, opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
+              ],
+            }
+          : {}),
       });
       if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
+      if (serving.url && opts.dashboard)
+        logger.info({ url: `${serving.url}/ui/` }, `dashboard at ${serving.url}/ui/`);
       await controller.writeRuntimeInfo({ url: serving.url ?? null, repo: controller.repo.location });
       const stop = async () => {
         logger.info('stopping');

@@ -1,0 +1,578 @@
+/**
+ * The dashboard's pages, rendered on the server from the controller's in-memory status. A page is
+ * a list of sections; the ones with an id are re-rendered by `GET /ui/api/...` every refresh and
+ * swapped in place by the script, the others (the log tail) are rendered once.
+ */
+import { age } from '../../cli/format.js';
+import { graphOf, type GraphNode } from '../../cli/dag-graph.js';
+import type { Controller } from '../controller.js';
+import type { Attempt, BackendStatusDoc, Condition, DagStatusDoc, RunStatusDoc } from '../status/types.js';
+import { html, phaseClass, type Html } from './html.js';
+import { dagSvg } from './svg.js';
+
+export interface Section {
+  /** Refreshed from the page's JSON endpoint when set. */
+  id?: string;
+  body: Html;
+}
+
+export interface View {
+  title: string;
+  sections: Section[];
+  /** What the page's JSON endpoint returns besides the sections. */
+  data: Record<string, unknown>;
+}
+
+export const runHref = (name: string): string => `/ui/runs/${encodeURIComponent(name)}`;
+export const dagHref = (name: string): string => `/ui/dags/${encodeURIComponent(name)}`;
+
+const badge = (phase: string | undefined): Html =>
+  phase
+    ? html`<span class="badge ph-${phaseClass(phase)}">${phase}</span>`
+    : html`<span class="muted">-</span>`;
+
+/** `2026-01-21 10:03:04Z`, with the full ISO time and the age on hover. */
+function when(iso: string | undefined, now: number): Html {
+  if (!iso || Number.isNaN(Date.parse(iso))) return html`<span class="muted">-</span>`;
+  const text = new Date(iso)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
+  return html`<time datetime="${iso}" title="${age(iso, now)} ago">${text}</time>`;
+}
+
+/** `45s`, `3m 05s`, `2h 03m`. */
+export function duration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+}
+
+const firstLine = (s: string) => s.split('\n', 1)[0]!.trim();
+
+function progress(doc: RunStatusDoc): Html {
+  const step = doc.status.checkpoint?.step;
+  const total = doc.appliedSpec?.totalSteps;
+  if (total) {
+    if (step === undefined) return html`<span class="muted">- / ${total}</span>`;
+    const pct = Math.min(100, Math.round((100 * step) / total));
+    return html`<progress value="${Math.min(step, total)}" max="${total}" title="${pct}%"></progress>
+      <span class="mono">${step} / ${total}</span>`;
+  }
+  return step === undefined ? html`<span class="muted">-</span>` : html`<span class="mono">${step}</span>`;
+}
+
+function table(headers: (string | [string, string])[], rows: Html[], empty: string): Html {
+  const th = headers.map((h) =>
+    Array.isArray(h) ? html`<th class="${h[1]}">${h[0]}</th>` : html`<th>${h}</th>`,
+  );
+  return html`<table>
+    <thead>
+      <tr>
+        ${th}
+      </tr>
+    </thead>
+    <tbody>
+      ${
+        rows.length
+          ? rows
+          : html`<tr>
+              <td class="empty" colspan="${headers.length}">${empty}</td>
+            </tr>`
+      }
+    </tbody>
+  </table>`;
+}
+
+function conditionsTable(conditions: readonly Condition[], now: number): Html {
+  return table(
+    ['Type', 'Status', 'Reason', 'Message', 'Since'],
+    conditions.map(
+      (c) =>
+        html`<tr data-condition="${c.type}">
+          <td>${c.type}</td>
+          <td>${badge(c.status)}</td>
+          <td>${c.reason}</td>
+          <td class="why">${c.message}</td>
+          <td>${age(c.lastTransitionTime, now)}</td>
+        </tr>`,
+    ),
+    'No conditions.',
+  );
+}
+
+const facts = (items: [string, Html | string | undefined][]): Html =>
+  html`<dl class="facts">
+    ${items
+      .filter(([, v]) => v !== undefined && v !== '')
+      .map(
+        ([k, v]) =>
+          html`<dt>${k}</dt>
+            <dd>${v}</dd>`,
+      )}
+  </dl>`;
+
+// ---------------------------------------------------------------------------------------------
+// Overview
+
+export function overviewView(c: Controller, now: number): View {
+  const runs = c
+    .statusNames('Run')
+    .sort()
+    .map((n) => c.runStatus(n))
+    .filter((d): d is RunStatusDoc => !!d);
+  const dags = c
+    .statusNames('DAG')
+    .sort()
+    .map((n) => c.dagStatus(n))
+    .filter((d): d is DagStatusDoc => !!d);
+  const backends = c
+    .statusNames('Backend')
+    .sort()
+    .map((n) => c.backendStatus(n))
+    .filter((d): d is BackendStatusDoc => !!d);
+
+  const runRows = runs.map((d) => {
+    const a = d.status.attempts.at(-1);
+    const name = d.metadata.name;
+    const owner = d.status.owner;
+    return html`<tr data-run="${name}">
+      <td data-col="name"><a href="${runHref(name)}">${name}</a></td>
+      <td data-col="owner">${owner ? html`<a href="${dagHref(owner)}">dag/${owner}</a>` : ''}</td>
+      <td data-col="phase">${badge(d.status.phase)}</td>
+      <td data-col="backend">${a?.backend ?? '-'}</td>
+      <td data-col="attempt" class="num">${a?.n ?? '-'}</td>
+      <td data-col="progress">${progress(d)}</td>
+      <td data-col="age">${age(d.status.createdAt ?? d.status.attempts[0]?.submittedAt, now)}</td>
+      <td data-col="reason" class="muted">${d.status.reason ?? ''}</td>
+    </tr>`;
+  });
+  const dagRows = dags.map((d) => {
+    const nodes = Object.values(d.status.nodes);
+    const ok = nodes.filter((x) => x.phase === 'Succeeded').length;
+    const name = d.metadata.name;
+    return html`<tr data-dag="${name}">
+      <td data-col="name"><a href="${dagHref(name)}">${name}</a></td>
+      <td data-col="phase">${badge(d.status.phase)}</td>
+      <td data-col="nodes" class="num">${ok}/${nodes.length}</td>
+      <td data-col="age">${age(d.status.createdAt, now)}</td>
+      <td data-col="reason" class="muted">${d.status.reason ?? ''}</td>
+    </tr>`;
+  });
+  const backendRows = backends.map((d) => {
+    const ready = d.status.conditions.find((x) => x.type === 'Ready');
+    const degraded = d.status.conditions.find((x) => x.type === 'Degraded');
+    const name = d.metadata.name;
+    return html`<tr data-backend="${name}">
+      <td data-col="name">${name}</td>
+      <td data-col="type">${d.status.type}</td>
+      <td data-col="ready">
+        ${badge(ready?.status ?? 'Unknown')}
+        <span class="muted">${ready?.status === 'True' ? '' : (ready?.message ?? '')}</span>
+      </td>
+      <td data-col="degraded">
+        ${
+          degraded?.status === 'True'
+            ? html`${badge('Degraded')} <span class="why">${degraded.message}</span>`
+            : html`<span class="muted">no</span>`
+        }
+      </td>
+      <td data-col="active" class="num">${d.status.activeAttempts}</td>
+    </tr>`;
+  });
+
+  return {
+    title: 'AdventureTime',
+    sections: [
+      {
+        id: 'runs',
+        body: html`<h2>Runs <span class="muted">(${runs.length})</span></h2>
+          ${table(
+            ['Name', 'Owner', 'Phase', 'Backend', ['Attempt', 'num'], 'Progress', 'Age', 'Reason'],
+            runRows,
+            'No runs yet.',
+          )}`,
+      },
+      {
+        id: 'dags',
+        body: html`<h2>DAGs <span class="muted">(${dags.length})</span></h2>
+          ${table(['Name', 'Phase', ['Succeeded', 'num'], 'Age', 'Reason'], dagRows, 'No DAGs.')}`,
+      },
+      {
+        id: 'backends',
+        body: html`<h2>Backends <span class="muted">(${backends.length})</span></h2>
+          ${table(
+            ['Name', 'Type', 'Ready', 'Degraded', ['Active attempts', 'num']],
+            backendRows,
+            'No backends.',
+          )}`,
+      },
+    ],
+    data: {
+      runs: runs.map((d) => {
+        const a = d.status.attempts.at(-1);
+        return {
+          name: d.metadata.name,
+          owner: d.status.owner ?? null,
+          phase: d.status.phase,
+          reason: d.status.reason ?? null,
+          backend: a?.backend ?? null,
+          attempt: a?.n ?? null,
+          step: d.status.checkpoint?.step ?? null,
+          totalSteps: d.appliedSpec?.totalSteps ?? null,
+          createdAt: d.status.createdAt ?? null,
+        };
+      }),
+      dags: dags.map((d) => {
+        const nodes = Object.values(d.status.nodes);
+        return {
+          name: d.metadata.name,
+          phase: d.status.phase,
+          succeeded: nodes.filter((x) => x.phase === 'Succeeded').length,
+          nodes: nodes.length,
+          createdAt: d.status.createdAt ?? null,
+        };
+      }),
+      backends: backends.map((d) => ({
+        name: d.metadata.name,
+        type: d.status.type,
+        ready: d.status.conditions.find((x) => x.type === 'Ready')?.status ?? 'Unknown',
+        degraded: d.status.conditions.find((x) => x.type === 'Degraded')?.status === 'True',
+        activeAttempts: d.status.activeAttempts,
+      })),
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A run
+
+/** Where each attempt sat in the run's life: a bar per attempt over the whole span. */
+function spanBar(a: Attempt, from: number, to: number, now: number): Html {
+  const start = Date.parse(a.startedAt ?? a.submittedAt ?? '');
+  if (Number.isNaN(start) || to <= from) return html``;
+  const end = a.finishedAt ? Date.parse(a.finishedAt) : now;
+  const w = 120;
+  const x = Math.round(((start - from) / (to - from)) * w);
+  const width = Math.max(2, Math.round(((end - start) / (to - from)) * w));
+  return html`<svg class="span" width="${w}" height="10" viewBox="0 0 ${w} 10">
+    <rect class="track" width="${w}" height="10" rx="2" />
+    <rect
+      class="bar ph-${phaseClass(a.phase)}"
+      x="${Math.min(x, w - 2)}"
+      width="${Math.min(width, w - Math.min(x, w - 2))}"
+      height="10"
+      rx="2"
+    />
+  </svg>`;
+}
+
+function why(text: string | undefined): Html {
+  if (!text) return html`<span class="muted">-</span>`;
+  const lines = text.trim().split('\n');
+  if (lines.length === 1 && text.length <= 160) return html`<div class="why small">${text}</div>`;
+  // The rest keeps its line breaks (pre-wrap): no whitespace of the template may go into it.
+  const rest = html`<div class="why">${lines.slice(1).join('\n')}</div>`;
+  return html`<details class="small">
+    <summary>${firstLine(text)}</summary>
+    ${rest}
+  </details>`;
+}
+
+function attemptsTable(doc: RunStatusDoc, now: number): Html {
+  const attempts = doc.status.attempts;
+  const times = attempts.flatMap((a) =>
+    [a.startedAt ?? a.submittedAt, a.finishedAt].filter((t): t is string => !!t).map((t) => Date.parse(t)),
+  );
+  const from = Math.min(...times);
+  const to = Math.max(...times, attempts.some((a) => !a.finishedAt) ? now : -Infinity);
+  const rows = attempts.map((a) => {
+    const start = a.startedAt ?? a.submittedAt;
+    const took = start ? (a.finishedAt ? Date.parse(a.finishedAt) : now) - Date.parse(start) : undefined;
+    const steps =
+      a.startStep === undefined && a.lastStep === undefined
+        ? '-'
+        : `${a.startStep ?? 0} → ${a.lastStep ?? a.startStep ?? 0}`;
+    const end = [a.class, a.reason].filter((x) => x && x !== a.phase);
+    return html`<tr data-attempt="${a.n}">
+      <td class="num">${a.n}</td>
+      <td>${badge(a.phase)}</td>
+      <td>${a.backend}${a.jobId ? html`<div class="muted mono">${a.jobId}</div>` : ''}</td>
+      <td>${when(start, now)}</td>
+      <td>${when(a.finishedAt, now)}</td>
+      <td class="num">${took === undefined || Number.isNaN(took) ? '-' : duration(took)}</td>
+      <td>${spanBar(a, from, to, now)}</td>
+      <td>
+        ${end.length ? end.join(' / ') : ''}${
+          a.message ? html`<div class="muted why small">${a.message}</div>` : ''
+        }
+      </td>
+      <td class="mono">${steps}</td>
+      <td>${why(a.why)}</td>
+    </tr>`;
+  });
+  return table(
+    [
+      '#',
+      'Phase',
+      'Backend',
+      'Start (UTC)',
+      'End (UTC)',
+      ['Took', 'num'],
+      'Timeline',
+      'End class / reason',
+      'Steps',
+      'Why this backend',
+    ],
+    rows,
+    'No attempt yet.',
+  );
+}
+
+async function historyTable(c: Controller, kind: 'Run' | 'DAG', name: string, now: number): Promise<Html> {
+  let commits: { oid: string; time: number; message: string }[];
+  try {
+    commits = await c.statusHistory(kind, name, 30);
+  } catch (e) {
+    return html`<p class="muted">The history is not available: ${(e as Error).message}</p>`;
+  }
+  return table(
+    ['Time (UTC)', 'Commit', 'Message'],
+    commits.map(
+      (x) =>
+        html`<tr data-commit="${x.oid}">
+          <td>${when(new Date(x.time * 1000).toISOString(), now)}</td>
+          <td class="mono" title="${x.oid}">${x.oid.slice(0, 10)}</td>
+          <td>${firstLine(x.message)}</td>
+        </tr>`,
+    ),
+    'No commits yet.',
+  );
+}
+
+export async function runView(
+  c: Controller,
+  doc: RunStatusDoc,
+  attemptParam: number | undefined,
+  now: number,
+): Promise<View> {
+  const name = doc.metadata.name;
+  const st = doc.status;
+  const last = st.attempts.at(-1);
+  const attempt = attemptParam ?? last?.n;
+  const owner = st.owner;
+  const summary = html`<h1>${name} ${badge(st.phase)}</h1>
+    ${facts([
+      ['Reason', st.reason],
+      ['Message', st.message ? html`<span class="why">${st.message}</span>` : undefined],
+      ['DAG', owner ? html`<a href="${dagHref(owner)}">dag/${owner}</a>` : undefined],
+      ['Backend', last ? `${last.backend} (attempt ${last.n})` : undefined],
+      ['Progress', st.checkpoint || doc.appliedSpec?.totalSteps ? progress(doc) : undefined],
+      [
+        'Checkpoint',
+        st.checkpoint
+          ? html`step ${st.checkpoint.step}, ${age(st.checkpoint.createdAt, now)} ago`
+          : undefined,
+      ],
+      ['Last heartbeat', st.lastHeartbeat ? `${age(st.lastHeartbeat, now)} ago` : undefined],
+      ['Next attempt after', st.nextAttemptAfter ? when(st.nextAttemptAfter, now) : undefined],
+      [
+        'Created',
+        st.createdAt ? html`${when(st.createdAt, now)} (${age(st.createdAt, now)} ago)` : undefined,
+      ],
+      ['Spec', st.specFile ? html`<span class="mono">${st.specFile}</span>` : undefined],
+      [
+        'Spec commit',
+        st.specCommit ? html`<span class="mono">${st.specCommit.slice(0, 10)}</span>` : undefined,
+      ],
+      [
+        'Code commit',
+        st.codeCommit ? html`<span class="mono">${st.codeCommit.slice(0, 10)}</span>` : undefined,
+      ],
+    ])}`;
+
+  const store = c.objectStore;
+  let logs: Html;
+  if (!st.attempts.length) logs = html`<p class="muted">No attempt yet: reload once one has started.</p>`;
+  else if (!store)
+    logs = html`<p class="muted">
+      No object store is configured (a Storage spec): logs stay on the backend.
+    </p>`;
+  else if (!st.attempts.some((a) => a.n === attempt))
+    logs = html`<p class="muted">There is no attempt ${attempt}.</p>`;
+  else
+    logs = html`<p id="logs-note" class="muted">loading…</p>
+      <pre
+        id="logs"
+        class="logs"
+        data-attempt="${attempt}"
+        data-logs="${`/ui/api/runs/${encodeURIComponent(name)}/logs?attempt=${attempt}`}"
+      ></pre>`;
+  const picker = st.attempts.length
+    ? html`<p class="attempt-picker">
+        Attempt:
+        ${st.attempts.map((a) =>
+          a.n === attempt
+            ? html`<strong>${a.n}</strong>`
+            : html`<a href="${`${runHref(name)}?attempt=${a.n}`}">${a.n}</a>`,
+        )}
+      </p>`
+    : html``;
+
+  return {
+    title: `run ${name}`,
+    sections: [
+      { id: 'summary', body: summary },
+      {
+        id: 'conditions',
+        body: html`<h2>Conditions</h2>
+          ${conditionsTable(st.conditions, now)}`,
+      },
+      {
+        id: 'attempts',
+        body: html`<h2>Attempts</h2>
+          ${attemptsTable(doc, now)}`,
+      },
+      {
+        body: html`<h2>Logs${attempt ? html` <span class="muted">(attempt ${attempt})</span>` : ''}</h2>
+          ${picker}${logs}`,
+      },
+      {
+        id: 'history',
+        body: html`<h2>Status commits</h2>
+          ${await historyTable(c, 'Run', name, now)}`,
+      },
+    ],
+    data: { run: doc },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A DAG
+
+/** The graph of the spec last acted on; without one, the nodes in the status, unconnected. */
+export function dagGraph(doc: DagStatusDoc): GraphNode[] {
+  if (doc.appliedSpec) return graphOf(doc.appliedSpec, doc);
+  return Object.entries(doc.status.nodes).map(([id, n]) => ({
+    id,
+    phase: n.phase,
+    needs: [],
+    inputsFrom: {},
+    depth: 0,
+  }));
+}
+
+export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Promise<View> {
+  const name = doc.metadata.name;
+  const st = doc.status;
+  const runs = new Set(c.statusNames('Run'));
+  const graph = dagGraph(doc);
+  const childOf = (id: string) => st.nodes[id]?.run ?? `${name}.${id}`;
+  const link = (id: string) => (runs.has(childOf(id)) ? runHref(childOf(id)) : undefined);
+  const nodes = Object.values(st.nodes);
+  const summary = html`<h1>${name} ${badge(st.phase)}</h1>
+    ${facts([
+      ['Reason', st.reason],
+      ['Message', st.message ? html`<span class="why">${st.message}</span>` : undefined],
+      ['Nodes', `${nodes.filter((x) => x.phase === 'Succeeded').length}/${nodes.length} succeeded`],
+      [
+        'Created',
+        st.createdAt ? html`${when(st.createdAt, now)} (${age(st.createdAt, now)} ago)` : undefined,
+      ],
+      ['Spec', st.specFile ? html`<span class="mono">${st.specFile}</span>` : undefined],
+      [
+        'Spec commit',
+        st.specCommit ? html`<span class="mono">${st.specCommit.slice(0, 10)}</span>` : undefined,
+      ],
+    ])}`;
+  const rows = graph.map((g) => {
+    const n = st.nodes[g.id];
+    const href = link(g.id);
+    return html`<tr data-node="${g.id}">
+      <td>${g.id}</td>
+      <td>${badge(n?.phase ?? g.phase)}</td>
+      <td>
+        ${
+          href
+            ? html`<a href="${href}">${childOf(g.id)}</a>`
+            : html`<span class="muted">${childOf(g.id)}</span>`
+        }
+      </td>
+      <td class="num">${n?.attempts ?? '-'}</td>
+      <td>${g.needs.length ? g.needs.join(', ') : '-'}</td>
+      <td>${age(n?.since, now)}</td>
+      <td>${n?.reason ?? ''}${n?.message ? html`<div class="muted why small">${n.message}</div>` : ''}</td>
+    </tr>`;
+  });
+  return {
+    title: `dag ${name}`,
+    sections: [
+      { id: 'summary', body: summary },
+      {
+        id: 'graph',
+        body: html`<h2>Graph</h2>
+          ${dagSvg(name, graph, link)}`,
+      },
+      {
+        id: 'nodes',
+        body: html`<h2>Nodes</h2>
+          ${table(['Node', 'Phase', 'Run', ['Attempts', 'num'], 'Needs', 'Since', 'Reason'], rows, 'No nodes.')}`,
+      },
+      {
+        id: 'conditions',
+        body: html`<h2>Conditions</h2>
+          ${conditionsTable(st.conditions, now)}`,
+      },
+      {
+        id: 'history',
+        body: html`<h2>Status commits</h2>
+          ${await historyTable(c, 'DAG', name, now)}`,
+      },
+    ],
+    data: { dag: doc },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The frame
+
+export function page(view: View, opts: { api?: string; refreshMs: number }): string {
+  const body = view.sections.map((s) =>
+    s.id ? html`<section data-section="${s.id}">${s.body}</section>` : html`<section>${s.body}</section>`,
+  );
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${view.title}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/ui/assets/app.css">
+<script src="/ui/assets/app.js" defer></script>
+</head>
+<body${opts.api ? html` data-api="${opts.api}" data-refresh-ms="${opts.refreshMs}"` : ''}>
+<header><a class="brand" href="/ui/">AdventureTime</a><a href="/ui/">Overview</a><span class="muted">read-only</span><span id="live" class="live"></span></header>
+<main>
+${body}
+</main>
+</body>
+</html>
+`.text;
+}
+
+export function notFoundView(what: string): View {
+  return {
+    title: 'not found',
+    sections: [
+      {
+        body: html`<h1>Not found</h1>
+          <p>${what}</p>
+          <p><a href="/ui/">Back to the overview</a></p>`,
+      },
+    ],
+    data: {},
+  };
+}
