@@ -10,12 +10,39 @@ export function age(fromIso: string | undefined, now = Date.now()): string {
   return `${Math.floor(h / 24)}d`;
 }
 
-export function renderTable(headers: string[], rows: string[][]): string {
+/**
+ * A kubectl-style table. `style` may decorate a cell after it is padded (colour on a terminal):
+ * widths are measured on the plain text.
+ */
+export function renderTable(
+  headers: string[],
+  rows: string[][],
+  style?: (header: string, cell: string, plain: string) => string,
+): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
+  const line = (cells: string[], isHeader = false) =>
     cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .map((c, i) => {
+        const padded = i === cells.length - 1 ? c : c.padEnd(widths[i]!);
+        return style && !isHeader ? style(headers[i]!, padded, c) : padded;
+      })
       .join('   ')
       .trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+  return [line(headers, true), ...rows.map((r) => line(r))].join('\n') + '\n';
+}
+
+/** Colours a PHASE cell: green done, red failed, yellow in flight, dim cancelled or waiting. */
+export function phaseStyle(c: {
+  red: (s: string) => string;
+  green: (s: string) => string;
+  yellow: (s: string) => string;
+  dim: (s: string) => string;
+}): (header: string, cell: string, plain: string) => string {
+  return (header, cell, plain) => {
+    if (header !== 'PHASE') return cell;
+    if (plain === 'Succeeded') return c.green(cell);
+    if (plain === 'Failed') return c.red(cell);
+    if (['Pending', 'Scheduling', 'Queued', 'Running'].includes(plain)) return c.yellow(cell);
+    return c.dim(cell);
+  };
 }

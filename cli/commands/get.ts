@@ -3,10 +3,10 @@ import { Option } from 'commander';
 import { stringify } from 'yaml';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import type { BackendStatusDoc, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
-import { age, renderTable } from '../format.js';
+import { age, phaseStyle, renderTable } from '../format.js';
+import { colours, type Io } from '../output.js';
 import { parseDuration } from '../repo.js';
 import { openStatus } from '../status-reader.js';
-import type { Io } from '../output.js';
 
 const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
   run: 'runs',
@@ -213,7 +213,12 @@ Examples:
           const { headers, rows } = tableOf(kind, docs, opts.output === 'wide');
           if (opts.output === 'name')
             io.stdout.write(docs.map((d) => `${singular}/${d.metadata.name}\n`).join(''));
-          else io.stdout.write(rows.length ? renderTable(headers, rows) : `No ${kind} found.\n`);
+          else
+            io.stdout.write(
+              rows.length
+                ? renderTable(headers, rows, phaseStyle(colours(io.stdout, io.env)))
+                : `No ${kind} found.\n`,
+            );
           if (!opts.watch) return;
 
           // Watch: when the status branch moves, print the objects whose row changed (kubectl -w).
