@@ -47,7 +47,7 @@ import { storeTarget, type StoreTarget } from './storage.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
-import { ControllerMetrics } from './metrics.js';
+import { ControllerMetrics, type MetricsSnapshot } from './metrics.js';
 import { EndClass } from './reconcile/classify.js';
 import { desiredDag, desiredRun, invalidObject } from './reconcile/desired.js';
 import { planDag, type DagPlanContext, type DesiredDag, type InvalidDag } from './reconcile/dag-plan.js';
@@ -160,7 +160,9 @@ export class Controller {
     this.now = opts.now ?? Date.now;
     this.logger = opts.logger ?? pino({ level: 'silent' });
     this.queue = new WorkQueue({ now: this.now });
-    this.metrics = new ControllerMetrics({ processMetrics: opts.processMetrics ?? false });
+    this.metrics = new ControllerMetrics(() => this.metricsSnapshot(), {
+      processMetrics: opts.processMetrics ?? false,
+    });
     this.limit = pLimit(opts.concurrency ?? 8);
   }
 
@@ -188,16 +190,18 @@ export class Controller {
     return this.store.get<RunStatusDoc>('Run', name);
   }
 
-  /** Updates the gauges and the pass histogram (cheap: counts over what is in memory). */
+  /** The pass histogram; the gauges are computed when /metrics is scraped (metricsSnapshot). */
   private observePass(stats: PassStats): void {
-    const m = this.metrics;
     let total = 0;
     for (const [step, ms] of Object.entries(stats.ms)) {
-      m.passDuration.observe({ step }, ms / 1000);
+      this.metrics.passDuration.observe({ step }, ms / 1000);
       total += ms;
     }
-    m.passDuration.observe({ step: 'total' }, total / 1000);
-    m.queueDepth.set(this.queue.length);
+    this.metrics.passDuration.observe({ step: 'total' }, total / 1000);
+  }
+
+  /** What the gauges show, counted from memory when /metrics is scraped (not every pass). */
+  private metricsSnapshot(): MetricsSnapshot {
     const byPhase = (kind: 'Run' | 'DAG') => {
       const out = new Map<string, number>();
       for (const n of this.store.names(kind)) {
@@ -206,16 +210,13 @@ export class Controller {
       }
       return out;
     };
-    m.runs.reset();
-    for (const [phase, n] of byPhase('Run')) m.runs.set({ phase }, n);
-    m.dags.reset();
-    for (const [phase, n] of byPhase('DAG')) m.dags.set({ phase }, n);
-    m.checkpointAge.reset();
     const now = this.now();
+    const checkpointAge = new Map<string, number>();
     for (const name of this.liveRuns()) {
       const ck = this.runStatus(name)!.status.checkpoint;
-      if (ck) m.checkpointAge.set({ run: name }, Math.max(0, (now - Date.parse(ck.createdAt)) / 1000));
+      if (ck) checkpointAge.set(name, Math.max(0, (now - Date.parse(ck.createdAt)) / 1000));
     }
+    return { queueDepth: this.queue.length, runs: byPhase('Run'), dags: byPhase('DAG'), checkpointAge };
   }
 
   /** Names of the objects of a kind on the status branch (for the dashboard). */
@@ -510,7 +511,6 @@ export class Controller {
         (info.reservedGpus ?? 0) + (spec?.resources?.gpus ?? 0) * (spec?.resources?.nodes ?? 1);
     }
     if (plan.doc && plan.doc !== current && plan.summary) {
-      this.streaksDirty = true;
       const a = plan.doc.status.attempts.at(-1);
       this.store.stage('Run', name, plan.doc, {
         summary: plan.summary,
@@ -529,6 +529,7 @@ export class Controller {
     const ended =
       last && isLiveAttempt(last) && !isLiveAttempt(plan.doc?.status.attempts.find((x) => x.n === last.n));
     if (ended) {
+      this.streaksDirty = true;
       const cls = plan.doc?.status.attempts.find((x) => x.n === last.n)?.class ?? 'Unknown';
       this.metrics.attemptEnds.inc({ backend: last.backend, class: cls });
       if (cls === EndClass.Preempted) this.metrics.preemptions.inc({ backend: last.backend });
@@ -1091,6 +1092,7 @@ export class Controller {
       'submit failed',
     );
     this.stageResult(a, recordSubmitFailed(current, a.attempt, errText(e), this.now()));
+    this.streaksDirty = true;
     this.queue.addRateLimited(RUN(a.run));
   }
 

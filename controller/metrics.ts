@@ -4,8 +4,23 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** The gauges' values, counted by the controller from memory when Prometheus scrapes. */
+export interface MetricsSnapshot {
+  queueDepth: number;
+  runs: ReadonlyMap<string, number>;
+  dags: ReadonlyMap<string, number>;
+  checkpointAge: ReadonlyMap<string, number>;
+}
+
 export class ControllerMetrics {
   readonly registry = new Registry();
+  /** One snapshot per scrape, shared by the gauges that read it. */
+  private snapshot: { at: number; value: MetricsSnapshot } | undefined;
+  private readonly take = (): MetricsSnapshot => {
+    const now = Date.now();
+    if (!this.snapshot || now - this.snapshot.at > 100) this.snapshot = { at: now, value: this.source() };
+    return this.snapshot.value;
+  };
   readonly passDuration = new Histogram({
     name: 'adventuretime_reconcile_duration_seconds',
     help: 'Duration of one reconcile pass, by step (fetch, load, observe, plan, write, execute, total).',
@@ -13,22 +28,25 @@ export class ControllerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
-  readonly queueDepth = new Gauge({
+  readonly queueDepth: Gauge = new Gauge({
     name: 'adventuretime_workqueue_depth',
     help: 'Keys waiting in the work queue (due now or later).',
     registers: [this.registry],
+    collect: (): void => this.queueDepth.set(this.take().queueDepth),
   });
-  readonly runs = new Gauge({
+  readonly runs: Gauge<'phase'> = new Gauge({
     name: 'adventuretime_runs',
     help: 'Runs by phase, as on the status branch.',
     labelNames: ['phase'],
     registers: [this.registry],
+    collect: (): void => setAll(this.runs, 'phase', this.take().runs),
   });
-  readonly dags = new Gauge({
+  readonly dags: Gauge<'phase'> = new Gauge({
     name: 'adventuretime_dags',
     help: 'DAGs by phase, as on the status branch.',
     labelNames: ['phase'],
     registers: [this.registry],
+    collect: (): void => setAll(this.dags, 'phase', this.take().dags),
   });
   readonly submissions = new Counter({
     name: 'adventuretime_submissions_total',
@@ -54,11 +72,12 @@ export class ControllerMetrics {
     labelNames: ['backend'],
     registers: [this.registry],
   });
-  readonly checkpointAge = new Gauge({
+  readonly checkpointAge: Gauge<'run'> = new Gauge({
     name: 'adventuretime_checkpoint_age_seconds',
     help: 'Age of the latest committed checkpoint of each running run.',
     labelNames: ['run'],
     registers: [this.registry],
+    collect: (): void => setAll(this.checkpointAge, 'run', this.take().checkpointAge),
   });
   readonly gitFetch = new Histogram({
     name: 'adventuretime_git_fetch_duration_seconds',
@@ -79,7 +98,10 @@ export class ControllerMetrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { processMetrics?: boolean } = {}) {
+  constructor(
+    private readonly source: () => MetricsSnapshot,
+    opts: { processMetrics?: boolean } = {},
+  ) {
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'adventuretime_' });
   }
 
@@ -90,4 +112,9 @@ export class ControllerMetrics {
   text(): Promise<string> {
     return this.registry.metrics();
   }
+}
+
+function setAll<L extends string>(g: Gauge<L>, label: L, values: ReadonlyMap<string, number>): void {
+  g.reset();
+  for (const [k, v] of values) g.set({ [label]: k } as Record<L, string>, v);
 }
