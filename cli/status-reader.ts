@@ -14,16 +14,21 @@ export interface StatusReader {
   close(): Promise<void>;
 }
 
+/** Where the CLI keeps its clone or view of a specs repo: `$XDG_CACHE_HOME/adventuretime/<hash>`. */
+export function cacheDirFor(repoArg: string, env: NodeJS.ProcessEnv): string {
+  return join(
+    env.XDG_CACHE_HOME ?? join(env.HOME ?? homedir(), '.cache'),
+    'adventuretime',
+    createHash('sha256').update(repoArg).digest('hex').slice(0, 16),
+  );
+}
+
 export async function openStatus(
   opts: { repo?: string; branch?: string; statusBranch?: string },
   io: Io,
 ): Promise<StatusReader> {
   const repoArg = await resolveRepo(opts.repo, io.cwd);
-  const cache = join(
-    io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'),
-    'adventuretime',
-    createHash('sha256').update(repoArg).digest('hex').slice(0, 16),
-  );
+  const cache = cacheDirFor(repoArg, io.env);
   const token = await gitToken(io.env);
   const repo = await SpecsRepo.open({
     repo: repoArg,

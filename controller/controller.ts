@@ -49,7 +49,7 @@ import { VERSION } from './version.js';
 import { StatusConflict, StatusStore } from './status/store.js';
 import { ControllerMetrics, type MetricsSnapshot } from './metrics.js';
 import { EndClass } from './reconcile/classify.js';
-import { desiredDag, desiredRun, invalidObject } from './reconcile/desired.js';
+import { desiredDag, desiredRun, invalidObject, resolveCodeRefs } from './reconcile/desired.js';
 import { planDag, type DagPlanContext, type DesiredDag, type InvalidDag } from './reconcile/dag-plan.js';
 import { readOutputManifest } from '../runtime/artifacts.js';
 import {
@@ -833,16 +833,11 @@ export class Controller {
   }
 
   private async planContext(): Promise<PlanContext> {
-    const refs = new Set<string>();
-    for (const r of this.desiredRuns.values()) if (r.spec.code?.ref) refs.add(r.spec.code.ref);
-    const codeRefs = new Map<string, string>();
-    for (const ref of refs) {
-      const oid =
-        (await this.repo.git.resolveRef(
-          this.repo.mode === 'remote' ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`,
-        )) ?? (await this.repo.git.resolveRef(ref));
-      if (oid) codeRefs.set(ref, oid);
-    }
+    const codeRefs = await resolveCodeRefs(
+      this.repo.git,
+      [...this.desiredRuns.values()].map((r) => r.spec),
+      this.repo.mode === 'remote',
+    );
     const active = new Map<string, number>();
     for (const name of this.liveRuns()) {
       const b = this.store.get<RunStatusDoc>('Run', name)!.status.attempts.at(-1)!.backend;

@@ -2,7 +2,13 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import { stringify } from 'yaml';
 import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { Attempt, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
+import type {
+  Attempt,
+  Condition,
+  DagStatusDoc,
+  RunStatusDoc,
+  StatusDoc,
+} from '../../controller/status/types.js';
 import { age, renderTable } from '../format.js';
 import { graphOf } from '../dag-graph.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
@@ -34,21 +40,13 @@ export function registerDescribe(program: Command, io: Io): void {
         const r = await openStatus(opts, io);
         try {
           if (opts.output !== 'text') {
-            const doc = r.store.get(isDag ? 'DAG' : 'Run', name);
-            if (!doc)
-              throw new AdvError(ErrorCode.NotFound, `${isDag ? 'DAG' : 'run'} "${name}" has no status`, {
-                hint: `adv get ${isDag ? 'dags' : 'runs'} lists what exists`,
-              });
+            const doc = statusOf(r, isDag ? 'DAG' : 'Run', name);
             return void io.stdout.write(
               opts.output === 'json' ? JSON.stringify(doc, null, 2) + '\n' : stringify(doc),
             );
           }
           if (isDag) return void io.stdout.write(await describeDag(r, name));
-          const doc = r.store.get<RunStatusDoc>('Run', name);
-          if (!doc)
-            throw new AdvError(ErrorCode.NotFound, `run "${name}" has no status`, {
-              hint: 'adv get runs lists what exists',
-            });
+          const doc = statusOf<RunStatusDoc>(r, 'Run', name);
           const st = doc.status;
           const out: string[] = [];
           out.push(`Name:         ${name}`);
@@ -72,21 +70,7 @@ export function registerDescribe(program: Command, io: Io): void {
             );
           if (st.lastHeartbeat) out.push(`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
 
-          out.push('', 'Conditions:');
-          out.push(
-            st.conditions.length
-              ? renderTable(
-                  ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-                  st.conditions.map((c) => [
-                    c.type,
-                    c.status,
-                    c.reason,
-                    age(c.lastTransitionTime),
-                    c.message,
-                  ]),
-                ).trimEnd()
-              : '  (none)',
-          );
+          out.push(...conditionsSection(st.conditions));
           out.push('', 'Attempts:');
           out.push(
             st.attempts.length
@@ -184,11 +168,7 @@ async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Prom
 
 /** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
 async function describeDag(r: StatusReader, name: string): Promise<string> {
-  const doc = r.store.get<DagStatusDoc>('DAG', name);
-  if (!doc)
-    throw new AdvError(ErrorCode.NotFound, `DAG "${name}" has no status`, {
-      hint: 'adv get dags lists what exists',
-    });
+  const doc = statusOf<DagStatusDoc>(r, 'DAG', name);
   const st = doc.status;
   const out: string[] = [];
   out.push(`Name:         ${name}`);
@@ -198,15 +178,7 @@ async function describeDag(r: StatusReader, name: string): Promise<string> {
     `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
   );
   if (doc.appliedSpec) out.push(`Fail fast:    ${doc.appliedSpec.failFast ? 'yes' : 'no'}`);
-  out.push('', 'Conditions:');
-  out.push(
-    st.conditions.length
-      ? renderTable(
-          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-          st.conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
-        ).trimEnd()
-      : '  (none)',
-  );
+  out.push(...conditionsSection(st.conditions));
   out.push('', 'Nodes:');
   const graph = doc.appliedSpec ? graphOf(doc.appliedSpec, doc) : [];
   const rows = [...graph]
@@ -230,4 +202,28 @@ async function describeDag(r: StatusReader, name: string): Promise<string> {
   );
   out.push(...(await history(r, 'dag', name)));
   return out.join('\n') + '\n';
+}
+
+/** The object's status document, or a NotFound error that says where to look. */
+function statusOf<T extends StatusDoc>(r: StatusReader, kind: 'Run' | 'DAG', name: string): T {
+  const doc = r.store.get<T>(kind, name);
+  if (!doc)
+    throw new AdvError(ErrorCode.NotFound, `${kind === 'DAG' ? 'DAG' : 'run'} "${name}" has no status`, {
+      hint: `adv get ${kind === 'DAG' ? 'dags' : 'runs'} lists what exists`,
+    });
+  return doc;
+}
+
+/** The `Conditions:` section, kubectl describe style. */
+function conditionsSection(conditions: readonly Condition[]): string[] {
+  return [
+    '',
+    'Conditions:',
+    conditions.length
+      ? renderTable(
+          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+          conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
+        ).trimEnd()
+      : '  (none)',
+  ];
 }

@@ -1,15 +1,15 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { createHash } from 'node:crypto';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import { unusableBecause } from '../../controller/backends/registry.js';
 import { SpecsRepo } from '../../controller/git/specs-repo.js';
 import { GitTreeSource, TreeListingCache } from '../../controller/git/tree-source.js';
 import { planChanges, type PlanReport, type RunPlanItem } from '../../controller/reconcile/plan-changes.js';
 import { loadSpecs, type LoadResult } from '../../controller/spec/loader.js';
-import type { Backend, Storage } from '../../controller/spec/schema.js';
+import type { Backend, Dag, Run, Storage } from '../../controller/spec/schema.js';
+import { nodeRunSpec } from '../../controller/reconcile/dag-plan.js';
+import { resolveCodeRefs } from '../../controller/reconcile/desired.js';
+import { cacheDirFor } from '../status-reader.js';
 import { StatusStore } from '../../controller/status/store.js';
 import type { DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
 import { storeTarget } from '../../controller/storage.js';
@@ -71,14 +71,7 @@ Examples:
         output: string;
       }) => {
         const dir = await resolveRepo(opts.repo, io.cwd);
-        const repo = await SpecsRepo.open({
-          repo: dir,
-          dataDir: join(
-            io.env.XDG_CACHE_HOME ?? join(io.env.HOME ?? homedir(), '.cache'),
-            'adventuretime',
-            createHash('sha256').update(dir).digest('hex').slice(0, 16),
-          ),
-        });
+        const repo = await SpecsRepo.open({ repo: dir, dataDir: cacheDirFor(dir, io.env) });
         try {
           const git = repo.git;
           const resolve = async (ref: string, what: string) => {
@@ -117,16 +110,17 @@ Examples:
               return { name: o.name, spec, usable: !why, ...(why ? { why } : {}) };
             });
           const storage = h.objects.find((o) => o.kind === 'Storage');
-          const codeRefs = new Map<string, string>();
-          for (const o of h.objects) {
-            const ref =
-              o.kind === 'Run'
-                ? (o.object as { spec: { code?: { ref?: string } } }).spec.code?.ref
-                : undefined;
-            if (!ref) continue;
-            const oid = (await git.resolveRef(`refs/remotes/origin/${ref}`)) ?? (await git.resolveRef(ref));
-            if (oid) codeRefs.set(ref, oid);
-          }
+          // The code refs of HEAD's runs and DAG nodes, as the controller resolves them.
+          const specs = h.objects.flatMap((o) =>
+            o.kind === 'Run'
+              ? [(o.object as Run).spec]
+              : o.kind === 'DAG'
+                ? (o.object as Dag).spec.nodes.map((n) =>
+                    nodeRunSpec(o.name, (o.object as Dag).spec, n, undefined),
+                  )
+                : [],
+          );
+          const codeRefs = await resolveCodeRefs(git, specs, true);
           const errors = h.diagnostics
             .filter((d) => d.severity === 'error')
             .map((d) => ({

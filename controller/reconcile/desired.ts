@@ -1,8 +1,9 @@
 /**
  * From loaded spec objects to what the planners take: the same for the controller and `adv plan`.
  */
+import type { GitPort } from '../git/port.js';
 import type { InvalidDocument, LoadedObject } from '../spec/loader.js';
-import type { Dag, Run } from '../spec/schema.js';
+import type { Dag, Run, RunSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
 import { generationOf, type DesiredRun, type InvalidRun } from './run-plan.js';
 
@@ -41,4 +42,26 @@ export function invalidObject(d: InvalidDocument & { name: string }): InvalidRun
       ? `${first.path ? first.path + ': ' : ''}${first.message}${first.hint ? ` (fix: ${first.hint})` : ''}`
       : 'invalid',
   };
+}
+
+/**
+ * `code.ref` → commit for the runs that name one: the remote-tracking branch first in a clone of a
+ * remote repo (else the local branch), then whatever git makes of the name (a tag, a commit).
+ * A ref that resolves to nothing is left out: the Run planner says so in the run's status.
+ */
+export async function resolveCodeRefs(
+  git: GitPort,
+  specs: Iterable<RunSpec>,
+  remote: boolean,
+): Promise<Map<string, string>> {
+  const refs = new Set<string>();
+  for (const s of specs) if (s.code?.ref) refs.add(s.code.ref);
+  const out = new Map<string, string>();
+  for (const ref of refs) {
+    const oid =
+      (await git.resolveRef(remote ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`)) ??
+      (await git.resolveRef(ref));
+    if (oid) out.set(ref, oid);
+  }
+  return out;
 }

@@ -8,7 +8,7 @@ import type { Operation } from 'fast-json-patch';
 import type { LoadedObject } from '../spec/loader.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
-import { planDag } from './dag-plan.js';
+import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
 import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
@@ -151,38 +151,14 @@ export function planChanges(input: PlanInput): PlanReport {
     const h = headDags.get(name);
     if (b && h && b.generation === h.generation && input.dagStatus(name)) continue;
     const current = input.dagStatus(name);
-    const before = b
-      ? planDag(
-          {
-            name,
-            desired: b,
-            ...(current ? { current } : {}),
-            child: input.runStatus,
-            outputReady: () => false,
-          },
-          {
-            now: ctx.now,
-            specCommit: input.base.commit,
-            ...(input.storeUrl ? { storeUrl: input.storeUrl } : {}),
-          },
-        ).children
-      : [];
-    const after = h
-      ? planDag(
-          {
-            name,
-            desired: h,
-            ...(current ? { current } : {}),
-            child: input.runStatus,
-            outputReady: () => false,
-          },
-          {
-            now: ctx.now,
-            specCommit: input.head.commit,
-            ...(input.storeUrl ? { storeUrl: input.storeUrl } : {}),
-          },
-        )
-      : undefined;
+    // What the DAG planner makes of a version of the spec, given the status as it is.
+    const plan = (desired: DesiredDag, specCommit: string) =>
+      planDag(
+        { name, desired, ...(current ? { current } : {}), child: input.runStatus, outputReady: () => false },
+        { now: ctx.now, specCommit, ...(input.storeUrl ? { storeUrl: input.storeUrl } : {}) },
+      );
+    const before = b ? plan(b, input.base.commit).children : [];
+    const after = h ? plan(h, input.head.commit) : undefined;
     const beforeByName = new Map(before.map((c) => [c.name, c]));
     for (const child of after?.children ?? []) {
       const prev = beforeByName.get(child.name);
