@@ -5,23 +5,21 @@
  * status history, and `adv describe`, tell the whole story.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import {
   FILE_STORAGE,
   slurmAvailable,
-  SLURM_INFRA,
   slurmBackendYaml,
   sshBackendYaml,
   TRAIN,
+  useSlurmCluster,
 } from './helpers/backends.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { startSshd, type Sshd } from './helpers/sshd.js';
 import { waitFor } from './helpers/wait.js';
 
 const available = slurmAvailable('the failover test');
@@ -29,27 +27,18 @@ const available = slurmAvailable('the failover test');
 const STEPS = 80;
 
 describe.runIf(available)('preempted on SLURM, resumed on the ssh host', () => {
-  let sshd: Sshd;
-  let tmp: string;
+  const cluster = useSlurmCluster('adv-failover-');
   let wt: WorkTree;
   let c: Controller | undefined;
-  beforeAll(async () => {
-    execFileSync(join(SLURM_INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
-    sshd = await startSshd();
-    tmp = await mkdtemp(join(tmpdir(), 'adv-failover-'));
-  }, 60_000);
-  afterAll(async () => {
+  cluster.defer(async () => {
     await c?.stop();
     await wt?.cleanup();
-    await sshd?.stop();
-    await rm(tmp, { recursive: true, force: true });
-    execFileSync(join(SLURM_INFRA, 'slurm-stop.sh'));
   });
 
   it('loses no committed step, and says so', async () => {
     wt = await makeWorkTree({
-      'backends/slurm-local.yaml': slurmBackendYaml(sshd, join(tmp, 'slurm-root'), 'debug'),
-      'backends/ssh-local.yaml': sshBackendYaml(sshd, 'ssh-local', join(tmp, 'ssh-root')),
+      'backends/slurm-local.yaml': slurmBackendYaml(cluster.sshd, join(cluster.tmp, 'slurm-root'), 'debug'),
+      'backends/ssh-local.yaml': sshBackendYaml(cluster.sshd, 'ssh-local', join(cluster.tmp, 'ssh-root')),
       'storage.yaml': FILE_STORAGE,
       'train.py': await readFile(TRAIN, 'utf8'),
       'runs/resume.yaml': `apiVersion: adventuretime.dev/v1alpha1
@@ -61,7 +50,7 @@ spec:
   backendSelector: {order: [slurm-local, ssh-local]}
 `,
     });
-    c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 300 });
+    c = await Controller.create({ repo: wt.dir, dataDir: join(cluster.tmp, 'data'), pollIntervalMs: 300 });
     await c.init();
     const st = () => c!.runStatus('resume')?.status;
     const passUntil = (what: string, done: () => boolean, ms = 90_000) =>
@@ -107,7 +96,7 @@ spec:
     expect(st()!.checkpoint!.step).toBe(STEPS);
 
     // The final state is the training's last step, restored through the checkpoint.
-    const io = captureIo({ ...process.env, HOME: tmp }, wt.dir);
+    const io = captureIo({ ...process.env, HOME: cluster.tmp }, wt.dir);
     expect(
       await runCli(
         [
@@ -115,19 +104,19 @@ spec:
           'pull',
           'resume',
           '--to',
-          join(tmp, 'final'),
+          join(cluster.tmp, 'final'),
           '--store',
-          `file://${join(tmp, 'data', 'store')}`,
+          `file://${join(cluster.tmp, 'data', 'store')}`,
         ],
         io,
       ),
       io.err(),
     ).toBe(0);
-    expect(JSON.parse(await readFile(join(tmp, 'final', String(STEPS), 'state.json'), 'utf8'))).toMatchObject(
-      {
-        step: STEPS,
-      },
-    );
+    expect(
+      JSON.parse(await readFile(join(cluster.tmp, 'final', String(STEPS), 'state.json'), 'utf8')),
+    ).toMatchObject({
+      step: STEPS,
+    });
 
     // The status branch has the story: both attempts, their backends, the preemption.
     const log = await wt.git('log', '--format=%B', 'adventuretime/status', '--', 'runs/resume.yaml');
@@ -136,7 +125,7 @@ spec:
     expect(log).toMatch(/run\/resume: Succeeded \(attempt 2 on ssh-local/);
 
     // …and adv describe tells it: attempts, backends, why each was chosen, why each ended, work lost.
-    const d = captureIo({ ...process.env, HOME: tmp }, wt.dir);
+    const d = captureIo({ ...process.env, HOME: cluster.tmp }, wt.dir);
     expect(await runCli(['describe', 'run', 'resume'], d), d.err()).toBe(0);
     const out = d.out();
     expect(out).toMatch(

@@ -7,11 +7,11 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
-import { slurmAvailable, SLURM_INFRA, slurmBackendYaml } from './helpers/backends.js';
-import { sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
+import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
+import { sshConnection, startSshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -19,21 +19,12 @@ const INFRA = SLURM_INFRA;
 const available = slurmAvailable('the SLURM tests');
 
 describe.runIf(available)('slurm backend on a real SLURM', () => {
-  let sshd: Sshd;
-  let tmp: string;
+  const cluster = useSlurmCluster('adv-slurm-');
   let wt: WorkTree;
   let c: Controller;
-  beforeAll(async () => {
-    execFileSync(join(INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
-    sshd = await startSshd();
-    tmp = await mkdtemp(join(tmpdir(), 'adv-slurm-'));
-  }, 60_000);
-  afterAll(async () => {
+  cluster.defer(async () => {
     await c?.stop();
     await wt?.cleanup();
-    await sshd?.stop();
-    await rm(tmp, { recursive: true, force: true });
-    execFileSync(join(INFRA, 'slurm-stop.sh'));
   });
 
   const settle = async (names: string[], done: (n: string) => boolean, ms = 90_000) => {
@@ -54,10 +45,15 @@ describe.runIf(available)('slurm backend on a real SLURM', () => {
   };
 
   it('runs a two-node job with the multi-host contract, preempts one for real, and reports sbatch refusals', async () => {
-    const probe = `sh -c 'echo "$JAX_PROCESS_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS $ADV_LOCAL_DEVICE_COUNT $SLURMD_NODENAME" > "${tmp}/proc-$JAX_PROCESS_ID"'`;
+    const probe = `sh -c 'echo "$JAX_PROCESS_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS $ADV_LOCAL_DEVICE_COUNT $SLURMD_NODENAME" > "${cluster.tmp}/proc-$JAX_PROCESS_ID"'`;
     wt = await makeWorkTree({
-      'backends/slurm-local.yaml': slurmBackendYaml(sshd, join(tmp, 'root'), 'debug'),
-      'backends/slurm-bad.yaml': slurmBackendYaml(sshd, join(tmp, 'root'), 'nope', 'slurm-bad'),
+      'backends/slurm-local.yaml': slurmBackendYaml(cluster.sshd, join(cluster.tmp, 'root'), 'debug'),
+      'backends/slurm-bad.yaml': slurmBackendYaml(
+        cluster.sshd,
+        join(cluster.tmp, 'root'),
+        'nope',
+        'slurm-bad',
+      ),
       'runs/multi.yaml': `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
 metadata: {name: multi}
@@ -74,16 +70,16 @@ spec:
   backendSelector: {order: [slurm-bad]}
 `,
     });
-    c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 300 });
+    c = await Controller.create({ repo: wt.dir, dataDir: join(cluster.tmp, 'data'), pollIntervalMs: 300 });
     await c.init();
     await settle(['multi', 'bad-partition'], (n) =>
       n === 'multi'
         ? c.runStatus(n)?.status.phase === 'Succeeded'
         : c.runStatus(n)?.status.reason === 'SubmitFailed',
     );
-    const lines = (await Promise.all([0, 1].map((i) => readFile(join(tmp, `proc-${i}`), 'utf8')))).map((l) =>
-      l.trim().split(' '),
-    );
+    const lines = (
+      await Promise.all([0, 1].map((i) => readFile(join(cluster.tmp, `proc-${i}`), 'utf8')))
+    ).map((l) => l.trim().split(' '));
     expect(lines.map((l) => l.slice(0, 2))).toEqual([
       ['0', '2'],
       ['1', '2'],
@@ -96,11 +92,11 @@ spec:
       'cap',
       {
         type: 'slurm',
-        connection: sshConnection(sshd),
+        connection: sshConnection(cluster.sshd),
         slurm: { partitions: [{ name: 'debug' }] },
       },
       {
-        dataDir: tmp,
+        dataDir: cluster.tmp,
         gitdir: join(wt.dir, '.git'),
         logger: (await import('pino')).default({ level: 'silent' }),
         now: Date.now,
@@ -116,10 +112,10 @@ spec:
       'h',
       {
         type: 'ssh',
-        connection: sshConnection(sshd),
+        connection: sshConnection(cluster.sshd),
       },
       {
-        dataDir: tmp,
+        dataDir: cluster.tmp,
         gitdir: join(wt.dir, '.git'),
         logger: (await import('pino')).default({ level: 'silent' }),
         now: Date.now,

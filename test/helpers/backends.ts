@@ -1,8 +1,11 @@
 /** Backend and Storage YAML for tests that run on the real sshd and SLURM of this machine. */
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { userInfo } from 'node:os';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { haveSshd, type Sshd } from './sshd.js';
+import { afterAll, beforeAll } from 'vitest';
+import { haveSshd, startSshd, type Sshd } from './sshd.js';
 
 export const TRAIN = join(import.meta.dirname, '..', '..', 'examples', 'toy-train', 'train.py');
 export const SLURM_INFRA = join(import.meta.dirname, '..', 'infra');
@@ -63,4 +66,39 @@ export function slurmAvailable(what: string): boolean {
   if (!ok && process.env.CI) throw new Error(`${what} needs root, slurm-wlm, munge and openssh-server in CI`);
   if (!ok) console.warn(`SKIPPING ${what}: it needs root, slurm-wlm, munge and openssh-server`);
   return ok;
+}
+
+/**
+ * In a describe block: the test SLURM cluster and an sshd started before its tests, a temp dir,
+ * and everything stopped after them — what `defer` was given first (controllers, work trees),
+ * then sshd, the dir, and the cluster (whose stop cancels its jobs).
+ */
+export function useSlurmCluster(prefix: string): {
+  readonly sshd: Sshd;
+  readonly tmp: string;
+  defer(fn: () => unknown): void;
+} {
+  let sshd: Sshd | undefined;
+  let tmp = '';
+  const deferred: (() => unknown)[] = [];
+  beforeAll(async () => {
+    execFileSync(join(SLURM_INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
+    sshd = await startSshd();
+    tmp = await mkdtemp(join(tmpdir(), prefix));
+  }, 60_000);
+  afterAll(async () => {
+    for (const fn of deferred.reverse()) await fn();
+    await sshd?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+    execFileSync(join(SLURM_INFRA, 'slurm-stop.sh'));
+  });
+  return {
+    get sshd() {
+      return sshd!;
+    },
+    get tmp() {
+      return tmp;
+    },
+    defer: (fn) => void deferred.push(fn),
+  };
 }
