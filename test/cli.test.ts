@@ -1,11 +1,11 @@
 /** The `adv` verbs as a user runs them, against real repos (local, and smart HTTP for apply). */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { git } from '../controller/git/native.js';
-import { captureIo } from './helpers/io.js';
+import { captureIo, removeTree } from './helpers/io.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
   env.XDG_CACHE_HOME = join(tmp, 'cache');
   repo = join(tmp, 'specs');
 });
-afterAll(() => rm(tmp, { recursive: true, force: true }));
+afterAll(() => removeTree(tmp));
 
 describe('adv, as in the quickstart', () => {
   it('init makes a committed, valid specs repo', async () => {

@@ -3,7 +3,7 @@
  * (`git http-backend`) on loopback, with the real local backend running real processes.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -14,6 +14,7 @@ import { serve, signBody } from '../controller/serve.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { removeTree } from './helpers/io.js';
 import { waitFor } from './helpers/wait.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -23,7 +24,7 @@ afterEach(async () => {
 
 async function dataDir(): Promise<string> {
   const d = await mkdtemp(join(tmpdir(), 'adv-data-'));
-  cleanups.push(() => rm(d, { recursive: true, force: true }));
+  cleanups.push(() => removeTree(d));
   return d;
 }
 

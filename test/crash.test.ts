@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -17,13 +17,14 @@ import type { RunStatusDoc } from '../controller/status/types.js';
 import { sshBackendYaml } from './helpers/backends.js';
 import { haveSshd, startSshd } from './helpers/sshd.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { removeTree } from './helpers/io.js';
 import { waitFor } from './helpers/wait.js';
 
 let tmp: string;
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'adv-crash-'));
 });
-afterAll(() => rm(tmp, { recursive: true, force: true }));
+afterAll(() => removeTree(tmp));
 
 /** The compiled CLI (built by the integration suite's global setup): it starts in half the time. */
 const ADV = [process.execPath, join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js')];

@@ -4,7 +4,7 @@
  * and editing a running DAG, and a bad DAG next to a good run.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -13,7 +13,7 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { DagStatusDoc, RunStatusDoc } from '../controller/status/types.js';
 import { FILE_STORAGE } from './helpers/backends.js';
-import { captureIo } from './helpers/io.js';
+import { captureIo, removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -28,7 +28,7 @@ let tmp: string;
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'adv-dag-'));
 });
-afterAll(() => rm(tmp, { recursive: true, force: true }));
+afterAll(() => removeTree(tmp));
 
 async function adv(wt: WorkTree, args: string[]) {
   const io = captureIo({ ...process.env, HOME: tmp, XDG_CACHE_HOME: join(tmp, 'cache') }, wt.dir);

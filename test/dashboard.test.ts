@@ -5,7 +5,7 @@
  * served on the same listener. Screenshots go to test-artifacts/dashboard/.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -14,6 +14,7 @@ import { Controller } from '../controller/controller.js';
 import { dashboardRoute, esc, hostAllowed, html } from '../controller/dashboard/index.js';
 import { serve, type Serving } from '../controller/serve.js';
 import { FILE_STORAGE } from './helpers/backends.js';
+import { removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -97,7 +98,7 @@ describe.runIf(available)('the dashboard in Chromium', () => {
     await serving?.close();
     await c?.stop();
     await wt?.cleanup();
-    if (tmp) await rm(tmp, { recursive: true, force: true });
+    if (tmp) await removeTree(tmp);
   });
 
   const cell = (row: string, col: string) => page.locator(`tr${row} td[data-col="${col}"]`).innerText();

@@ -4,20 +4,20 @@
  * --watch`, and shell completion.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { captureIo } from './helpers/io.js';
+import { captureIo, removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 
 let tmp: string;
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'adv-plan-'));
 });
-afterAll(() => rm(tmp, { recursive: true, force: true }));
+afterAll(() => removeTree(tmp));
 
 async function adv(wt: WorkTree, args: string[]) {
   const io = captureIo({ ...process.env, HOME: tmp, XDG_CACHE_HOME: join(tmp, 'cache') }, wt.dir);

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import type { Io } from '../../cli/output.js';
 
@@ -22,4 +23,12 @@ export function captureIo(
     out: () => chunks.out.join(''),
     err: () => chunks.err.join(''),
   };
+}
+
+/**
+ * Removes a test's temp tree. A local job may still be writing its last records into it when the
+ * test ends (ENOTEMPTY while it writes): the removal is retried instead of failing the test.
+ */
+export function removeTree(path: string): Promise<void> {
+  return rm(path, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 }
