@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Controller } from '../controller/controller.js';
 import { localBackend } from '../controller/backends/local/index.js';
-import type { Backend, BackendFactory, JobHandle, ObservedJob } from '../controller/backends/types.js';
+import { BACKENDS } from '../controller/backends/registry.js';
+import type { Backend, BackendDescriptor, JobHandle, ObservedJob } from '../controller/backends/types.js';
 import { median, percentile, table } from './lib.js';
 
 const ID = ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com'];
@@ -117,8 +118,9 @@ async function passCost(n: number) {
       `apiVersion: adventuretime.dev/v1alpha1\nkind: Run\nmetadata: {name: r${i}}\nspec:\n  command: [train]\n  backendSelector: {order: [${i % 2 ? 'fleet-b, fleet-a' : 'fleet-a, fleet-b'}]}\n`;
   const repo = await repoWith(files);
   const fleets = new Map<string, FleetBackend>();
-  const factory: BackendFactory = {
-    type: 'local',
+  // Every `local` Backend of this repo gets a fleet adapter instead of processes.
+  const fleet: BackendDescriptor = {
+    ...localBackend,
     create: (spec) => {
       const b = new FleetBackend(spec.metadata.name);
       fleets.set(b.name, b);
@@ -128,7 +130,7 @@ async function passCost(n: number) {
   const c = await Controller.create({
     repo,
     dataDir: join(repo, '.adv'),
-    backendFactories: [factory, localBackend],
+    backends: BACKENDS.map((d) => (d.type === 'local' ? fleet : d)),
     pollIntervalMs: 0,
     resyncIntervalMs: 3_600_000,
   });

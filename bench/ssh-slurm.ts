@@ -14,7 +14,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import pino from 'pino';
+import { gitCodeExporter } from '../controller/backends/code.js';
 import { SlurmBackend } from '../controller/backends/slurm/index.js';
+import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { NativeGit } from '../controller/git/native.js';
 import type { JobHandle } from '../controller/backends/types.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
@@ -29,6 +32,7 @@ async function main(): Promise<void> {
   const tmp = await mkdtemp(join(tmpdir(), 'adv-bench-slurm-'));
   const wt = await makeWorkTree({ 'train.sh': 'true\n' });
   const commit = (await wt.git('rev-parse', 'HEAD')).trim();
+  const git = new NativeGit(join(wt.dir, '.git'));
   const backend = new SlurmBackend(
     'slurm-local',
     {
@@ -37,7 +41,13 @@ async function main(): Promise<void> {
       paths: { root: join(tmp, 'root') },
       slurm: { sbatchDefaults: { partition: 'debug' } },
     },
-    { dataDir: tmp, gitdir: join(wt.dir, '.git'), logger: pino({ level: 'silent' }), now: Date.now },
+    {
+      dataDir: tmp,
+      logger: pino({ level: 'silent' }),
+      now: Date.now,
+      code: gitCodeExporter(git),
+      ssh: defaultSshTransport,
+    },
   );
   try {
     const time = async (fn: () => Promise<unknown> | unknown) => {
@@ -126,12 +136,7 @@ async function main(): Promise<void> {
         `${sshd.user}@127.0.0.1:${join(tmp, 'scp-copy')}`,
       ]),
     );
-    const ship = await time(() =>
-      (backend as unknown as { ship(p: string, b: Buffer): Promise<void> }).ship(
-        join(tmp, 'root', 'code', 'bench.tar.gz'),
-        payload,
-      ),
-    );
+    const ship = await time(() => backend.host.ship(join(tmp, 'root', 'code', 'bench.tar.gz'), payload));
 
     console.log(`\n### SSH and SLURM backends (real sshd, real two-node SLURM; same run)\n`);
     console.log(
@@ -159,6 +164,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await backend.close();
+    await git.close();
     await sshd.stop();
     await wt.cleanup();
     await rm(tmp, { recursive: true, force: true });

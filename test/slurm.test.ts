@@ -9,7 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
-import { mapSlurmState, type SlurmBackend } from '../controller/backends/slurm/index.js';
+import pino from 'pino';
+import { gitCodeExporter } from '../controller/backends/code.js';
+import { BACKENDS } from '../controller/backends/registry.js';
+import { mapSlurmState, SlurmBackend, slurmBackend } from '../controller/backends/slurm/index.js';
+import { SshBackend } from '../controller/backends/ssh/index.js';
+import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { NativeGit } from '../controller/git/native.js';
 import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
 import { sshConnection, startSshd } from './helpers/sshd.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -88,39 +94,25 @@ spec:
     expect(lines.map((l) => l[3])).toEqual(['1', '1']);
     expect(lines.map((l) => l[4]).sort()).toEqual(['n1', 'n2']);
     // Capacity from one sinfo: the idle cluster has 2 nodes × 2 GPUs in each partition.
-    const backend = new (await import('../controller/backends/slurm/index.js')).SlurmBackend(
+    const git = new NativeGit(join(wt.dir, '.git'));
+    const ctx = {
+      dataDir: cluster.tmp,
+      logger: pino({ level: 'silent' }),
+      now: Date.now,
+      code: gitCodeExporter(git),
+      ssh: defaultSshTransport,
+    };
+    const backend = new SlurmBackend(
       'cap',
-      {
-        type: 'slurm',
-        connection: sshConnection(cluster.sshd),
-        slurm: { partitions: [{ name: 'debug' }] },
-      },
-      {
-        dataDir: cluster.tmp,
-        gitdir: join(wt.dir, '.git'),
-        logger: (await import('pino')).default({ level: 'silent' }),
-        now: Date.now,
-      },
+      { type: 'slurm', connection: sshConnection(cluster.sshd), slurm: { partitions: [{ name: 'debug' }] } },
+      ctx,
     );
     expect(await backend.capacity()).toEqual({
       freeGpus: 4,
       partitions: [{ partition: 'debug', gpuType: 'any', totalGpus: 4, freeGpus: 4 }],
     });
     // …and no GPUs on the ssh side of this machine, with the reason.
-    const { SshBackend } = await import('../controller/backends/ssh/index.js');
-    const host = new SshBackend(
-      'h',
-      {
-        type: 'ssh',
-        connection: sshConnection(cluster.sshd),
-      },
-      {
-        dataDir: cluster.tmp,
-        gitdir: join(wt.dir, '.git'),
-        logger: (await import('pino')).default({ level: 'silent' }),
-        now: Date.now,
-      },
-    );
+    const host = new SshBackend('h', { type: 'ssh', connection: sshConnection(cluster.sshd) }, ctx);
     expect(await host.capacity()).toMatchObject({
       freeGpus: 0,
       gpus: [],
@@ -128,6 +120,7 @@ spec:
     });
     await backend.close();
     await host.close();
+    await git.close();
     expect(c.runStatus('bad-partition')!.status.message).toMatch(
       /sbatch on .* refused the job: sbatch: error: .*(invalid partition|Invalid partition)/i,
     );
@@ -177,10 +170,9 @@ spec:
     });
     // The first submit reaches sbatch, then the connection "drops" before the answer arrives.
     let dropped = false;
-    const { slurmBackend } = await import('../controller/backends/slurm/index.js');
     const { AdvError, ErrorCode } = await import('../controller/errors.js');
     const flaky: typeof slurmBackend = {
-      type: 'slurm',
+      ...slurmBackend,
       create: (spec, ctx) => {
         const real = slurmBackend.create(spec, ctx) as SlurmBackend;
         const submitMany = real.submitMany.bind(real);
@@ -201,7 +193,7 @@ spec:
       repo: wt.dir,
       dataDir: join(tmp, 'data'),
       pollIntervalMs: 200,
-      backendFactories: [flaky],
+      backends: BACKENDS.map((d) => (d.type === 'slurm' ? flaky : d)),
     });
     c.queue.addRateLimited = () => 0; // retry at once rather than after a backoff
     try {

@@ -9,8 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
-import { SshBackend } from '../controller/backends/ssh/index.js';
 import pino from 'pino';
+import { gitCodeExporter } from '../controller/backends/code.js';
+import { bootstrapScript } from '../controller/backends/remote/bootstrap.js';
+import { SshBackend } from '../controller/backends/ssh/index.js';
+import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { NativeGit } from '../controller/git/native.js';
 import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends.js';
 import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -91,40 +95,53 @@ describe.runIf(available)('ssh backend on a real sshd', () => {
   }, 120_000);
 
   it('ships the same code once: the payload is the same bytes for the same tree', async () => {
-    const b = new SshBackend(
-      'ssh-local',
-      {
-        type: 'ssh',
-        connection: sshConnection(sshd),
-        paths: { root: join(tmp, 'root') },
-      },
-      { dataDir: tmp, gitdir: join(wt.dir, '.git'), logger: pino({ level: 'silent' }), now: Date.now },
-    );
-    const { buildPayload, codeTree } = await import('../controller/backends/ssh/payload.js');
-    const { NativeGit } = await import('../controller/git/native.js');
     const git = new NativeGit(join(wt.dir, '.git'));
+    const code = gitCodeExporter(git);
     const head = (await wt.git('rev-parse', 'HEAD')).trim();
-    const tree = await codeTree(git, head);
-    const a = await buildPayload(git, tree);
-    const again = await buildPayload(git, tree);
+    const tree = await code.treeOf(head);
+    const a = await code.payload(tree);
+    const again = await code.payload(tree);
     expect(a.equals(again)).toBe(true);
     // A new commit with the same tree ships nothing new: the file is named by tree id.
     await wt.git('commit', '--quiet', '--allow-empty', '-m', 'same tree');
-    expect(await codeTree(git, (await wt.git('rev-parse', 'HEAD')).trim())).toBe(tree);
+    expect(await code.treeOf((await wt.git('rev-parse', 'HEAD')).trim())).toBe(tree);
+    // The adapter takes its code and its transport from the context, and ships the payload once.
+    const shipped: string[] = [];
+    const b = new SshBackend(
+      'ssh-local',
+      { type: 'ssh', connection: sshConnection(sshd), paths: { root: join(tmp, 'root') } },
+      {
+        dataDir: tmp,
+        logger: pino({ level: 'silent' }),
+        now: Date.now,
+        code: {
+          ...code,
+          payload: (t) => {
+            shipped.push(t);
+            return code.payload(t);
+          },
+        },
+        ssh: defaultSshTransport,
+      },
+    );
+    const job = (n: number) => ({
+      jobName: `adv-ship-${n}`,
+      run: 'ship',
+      attempt: n,
+      spec: {},
+      argv: ['true'],
+      code: { commit: head },
+      env: {},
+    });
+    await b.host.prepare(job(1));
+    await b.host.prepare(job(2));
+    expect(shipped).toEqual([tree]);
     await git.close();
     await b.close();
   });
 
   it('a host without Node.js says so, as the job’s exit record', async () => {
-    const b = new SshBackend(
-      'x',
-      { type: 'ssh', connection: { host: '127.0.0.1', port: sshd.port } },
-      { dataDir: tmp, gitdir: join(wt.dir, '.git'), logger: pino({ level: 'silent' }), now: Date.now },
-    );
-    const script = (b as unknown as { bootstrap(j: unknown, n: number): string }).bootstrap(
-      { jobName: 'adv-x-1', argv: ['true'], spec: {} },
-      0,
-    );
+    const script = bootstrapScript({ jobName: 'adv-x-1', argv: ['true'] }, 0);
     const dir = join(tmp, 'nonode');
     execFileSync('mkdir', ['-p', dir]);
     await writeFile(join(dir, 'run.sh'), script);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseGres, parseSinfoCapacity } from './slurm/index.js';
-import { parseNvidiaSmi } from './ssh/index.js';
+import { parseNvidiaSmi } from './remote/capacity.js';
 
 describe('GRES and sinfo parsing', () => {
   it.each([

@@ -2,9 +2,11 @@
  * The backend port. One adapter per backend type, each in its own folder, registered in
  * `registry.ts`. Adapters act only on what the planner's actions ask for.
  */
+import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import { ExitReason } from '../../runtime/records.js';
-import type { Backend as BackendObject, BackendType, RunSpec } from '../spec/schema.js';
+import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
+import type { SshConnection, SshTransport } from './ssh/transport.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */
 export interface JobRequest {
@@ -111,7 +113,8 @@ export function observedFromExit(
 
 export interface Backend {
   readonly name: string;
-  readonly type: BackendType;
+  /** Its descriptor's type (`local`, `slurm`, …, or a type a test registers). */
+  readonly type: string;
   /** Idempotent by job name: a second submit of the same name returns the existing job. */
   submit(job: JobRequest): Promise<JobHandle>;
   /**
@@ -130,19 +133,131 @@ export interface Backend {
   close?(): Promise<void>;
 }
 
+/** The code of a run, as the adapters need it: every adapter gets it injected, none opens git. */
+export interface CodeExporter {
+  /** The tree to ship: the commit's, or its subtree at `path` (throws when that is not a folder). */
+  treeOf(commit: string, path?: string): Promise<string>;
+  /** The deterministic tar.gz of a tree (same tree, same bytes), named by the tree id. */
+  payload(tree: string): Promise<Buffer>;
+  /** Extracts `commit[:path]` into `dest` (the local backend's work dir). */
+  extractTo(commit: string, path: string | undefined, dest: string): Promise<void>;
+}
+
+/** Opens an SSH transport to a host (tests and fakes inject their own). */
+export type SshTransportFactory = (target: SshConnection) => SshTransport;
+
 /** What an adapter may use: everything injected, nothing global. */
 export interface BackendContext {
   dataDir: string;
   logger: Logger;
-  /** The git directory of the specs repo, to export code trees from. */
-  gitdir: string;
   now: () => number;
+  /** The run's code (a commit of the specs repo), exported for shipping. */
+  code: CodeExporter;
+  /** Where adapters that reach hosts over SSH get their transport from. */
+  ssh: SshTransportFactory;
+  /**
+   * The environment of the controller's machine, which jobs started there take their small base
+   * from (`job-env.ts`); default `process.env`. Nothing else of it reaches a job.
+   */
+  hostEnv?: NodeJS.ProcessEnv;
 }
 
-export interface BackendFactory {
-  type: BackendType;
+/**
+ * What the solver and the planner need to know of a backend type, asked instead of its name.
+ * Declared by each adapter's descriptor.
+ */
+export interface BackendTraits {
+  /** It holds a job in its own queue until it fits (a batch scheduler): the solver may queue there when nothing can start now. */
+  queuesWhenFull: boolean;
+  /** A job may span several nodes when the spec declares no `capabilities.nodes`. */
+  multiNode: boolean;
+  /** It offers TPU chips (`resources.tpus`). */
+  tpus: boolean;
+  /** `capacity()` can tell free resources. */
+  reportsCapacity: boolean;
+  /** Longest job name it accepts (`adv-<run>-<n>` is shortened with a hash beyond it). */
+  jobNameMax: number;
+  /** Its capacity may be preempted, from the Backend spec (spot VMs, preemptible partitions). */
+  preemptible?(spec: BackendObject['spec']): boolean;
+}
+
+/**
+ * A backend type's settings block in `Backend.spec`, named like the type (`slurm:`, `gcpTpu:`, …).
+ * The Backend schema is assembled from these; the TypeScript types follow from the schema.
+ */
+export interface BackendSettings<B extends string = string, S extends TSchema = TSchema> {
+  /** The key of the block in `Backend.spec`. */
+  readonly block: B;
+  /** Its JSON Schema (TypeBox), declared with the helpers of `spec/schema-kit.ts`. */
+  readonly schema: S;
+  /** A backend of this type must have the block (the `MissingSettings` rule). */
+  readonly required: boolean;
+}
+
+/** Reports one problem of a Backend document at a path (`['spec', 'slurm', 'partitions', 0]`). */
+export type RuleReport = (
+  code: string,
+  path: (string | number)[],
+  message: string,
+  hint?: string,
+  /** Point at the key rather than its value. */
+  key?: boolean,
+) => void;
+
+/**
+ * One backend type: its settings, its rules, its traits and its adapter. Registered in
+ * `registry.ts`; a new backend touches its folder and one line there.
+ */
+/**
+ * The traits of a backend that runs each job on one host and has no scheduler of its own: the
+ * default a descriptor spreads and overrides (`{ ...ONE_HOST_TRAITS, reportsCapacity: true }`).
+ */
+export const ONE_HOST_TRAITS: BackendTraits = {
+  queuesWhenFull: false,
+  multiNode: false,
+  tpus: false,
+  reportsCapacity: false,
+  jobNameMax: 63,
+};
+
+export interface BackendDescriptor<
+  T extends string = string,
+  S extends BackendSettings | undefined = BackendSettings | undefined,
+> {
+  type: T;
+  /** Its settings block, when it has one (`ssh` has none: `connection` and `paths` say it all). */
+  settings?: S;
+  /** A backend of this type must have `connection` (the `MissingConnection` rule). */
+  needsConnection: boolean;
+  /**
+   * Semantic rules of its settings block, beyond what the schema says. They run when the backend
+   * is of this type or carries this type's block.
+   */
+  rules?(spec: BackendObject['spec'], report: RuleReport): void;
+  /** The adapter; absent while the type is declared (schema, rules) but not built yet. */
+  create?(spec: BackendObject, ctx: BackendContext): Backend;
+  traits: BackendTraits;
+}
+
+/** A descriptor whose adapter is built: `create` is there. */
+export interface AdapterDescriptor<
+  T extends string = string,
+  S extends BackendSettings | undefined = BackendSettings | undefined,
+> extends BackendDescriptor<T, S> {
   create(spec: BackendObject, ctx: BackendContext): Backend;
 }
+
+/**
+ * What the Backend schema is assembled from: a descriptor's type and settings block. (The schema
+ * reads no more of a descriptor, so the types derived from it do not depend on the adapters.)
+ */
+export interface BackendSchemaPart {
+  readonly type: string;
+  readonly settings?: BackendSettings | undefined;
+}
+
+/** A list of backend types: the registry's `BACKENDS`, or that plus types a test registers. */
+export type BackendList = readonly BackendDescriptor[];
 
 /** `adv-<run>-<n>`, shortened with a hash when longer than `max` (SLURM allows long names; k8s 63). */
 export function jobNameFor(run: string, attempt: number, max = 63): string {

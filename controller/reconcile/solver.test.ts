@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { descriptorFor } from '../backends/registry.js';
 import type { Capacity } from '../backends/types.js';
 import type { Backend, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
@@ -6,16 +7,15 @@ import { EndClass } from './classify.js';
 import { freeGpus, solve, type BackendInfo } from './solver.js';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
+/** A backend of the fleet, with its type's traits from the real descriptor. */
 const b = (
   name: string,
   spec: Partial<Backend['spec']> = {},
   extra: Partial<BackendInfo> = {},
-): BackendInfo => ({
-  name,
-  spec: { type: 'slurm', ...spec },
-  usable: true,
-  ...extra,
-});
+): BackendInfo => {
+  const full: Backend['spec'] = { type: 'slurm', ...spec };
+  return { name, spec: full, traits: descriptorFor(full.type)!.traits, usable: true, ...extra };
+};
 const slurmCap = (free: number, total = 16, gpuType = 'h100'): Capacity => ({
   freeGpus: free,
   partitions: [{ partition: 'gpu', gpuType, totalGpus: total, freeGpus: free }],

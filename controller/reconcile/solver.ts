@@ -4,15 +4,17 @@
  *
  * 1. Candidates: `backendSelector.order` if given, else every backend by priority (then name).
  * 2. Hard filters against what each backend declares (and, for GPUs on a host, what it reports):
- *    allowed/forbidden, clusters, usable adapter, preemptible capacity, GPUs per node, GPU type
- *    alternatives, nodes, VRAM, RAM, CUDA.
+ *    allowed/forbidden, clusters, usable adapter, preemptible capacity, TPUs, GPUs per node, GPU
+ *    type alternatives, nodes, VRAM, RAM, CUDA. What a backend's type can do comes from its
+ *    descriptor's traits; the solver never asks for a type by name.
  * 3. Soft order: a backend that just preempted or failed this run (cool-down, SkyPilot's "eager
  *    next region") and a degraded backend go after the others; `preferCuda` puts CUDA first.
  * 4. The first candidate that can start now (free GPUs where `capacity()` tells, below
- *    `maxConcurrent`) wins. If none can, the run queues on the SLURM candidate with the most GPUs
- *    (a scheduler holds the job until it fits); with no SLURM candidate it waits.
+ *    `maxConcurrent`) wins. If none can, the run queues on the candidate with the most GPUs among
+ *    those that hold jobs in their own queue (a scheduler such as SLURM keeps the job until it
+ *    fits); with no such candidate it waits.
  */
-import type { Capacity } from '../backends/types.js';
+import type { BackendTraits, Capacity } from '../backends/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
 import { EndClass } from './classify.js';
@@ -20,6 +22,8 @@ import { EndClass } from './classify.js';
 export interface BackendInfo {
   name: string;
   spec: BackendObject['spec'];
+  /** What its type can do (from its descriptor in the registry). */
+  traits: BackendTraits;
   /** An adapter exists for its type and it is not suspended. */
   usable: boolean;
   /** Why not, when not usable. */
@@ -64,107 +68,50 @@ interface Candidate {
   now: { ok: boolean; why?: string; free?: number };
 }
 
+/** What the run asks for, read once from its spec. */
+interface Ask {
+  sel: NonNullable<RunSpec['backendSelector']>;
+  cons: NonNullable<NonNullable<RunSpec['backendSelector']>['constraints']>;
+  tpus: number;
+  gpus: number;
+  nodes: number;
+  /** Acceptable GPU types; empty when any type will do. */
+  types: string[];
+  preemptible: boolean;
+}
+
+function askOf(spec: RunSpec): Ask {
+  const sel = spec.backendSelector ?? {};
+  const res = spec.resources ?? {};
+  const types = res.gpuType ? res.gpuType.split('|') : [];
+  return {
+    sel,
+    cons: sel.constraints ?? {},
+    tpus: res.tpus ?? 0,
+    gpus: res.gpus ?? 0,
+    nodes: res.nodes ?? 1,
+    types: types.length === 0 || types.includes('any') ? [] : types,
+    preemptible: spec.policy?.preemptible === true,
+  };
+}
+
 export function solve(
   spec: RunSpec,
   backends: readonly BackendInfo[],
   history: readonly Attempt[] = [],
   nowMs = Date.now(),
 ): Decision {
-  const sel = spec.backendSelector ?? {};
-  const cons = sel.constraints ?? {};
-  const res = spec.resources ?? {};
-  const gpus = res.gpus ?? 0;
-  const nodes = res.nodes ?? 1;
-  const types = res.gpuType ? res.gpuType.split('|') : [];
-  const anyType = types.length === 0 || types.includes('any');
-  const byName = new Map(backends.map((b) => [b.name, b]));
-  // Verdicts by backend, said in the order the backends were walked (up to the chosen one).
-  const verdicts = new Map<string, string>();
-  const say = (chosen?: string) => {
-    const names = [...verdicts.keys()];
-    const stop = chosen ? walked.indexOf(chosen) : Infinity;
-    return names
-      .filter((n) => !chosen || walked.indexOf(n) <= stop || evaluated.has(n))
-      .sort((x, y) => walked.indexOf(x) - walked.indexOf(y))
-      .map((n) => `${n}: ${verdicts.get(n)}`)
-      .join('; ');
-  };
-  const evaluated = new Set<string>();
-  const walked: string[] = [];
-
-  const ordered = sel.order?.length
-    ? sel.order.flatMap((n) => {
-        const b = byName.get(n);
-        if (!b) verdicts.set(n, 'no such Backend');
-        walked.push(n);
-        return b ? [b] : [];
-      })
-    : [...backends].sort(
-        (a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1),
-      );
-  if (!sel.order?.length) walked.push(...ordered.map((b) => b.name));
+  const ask = askOf(spec);
+  const { cons } = ask;
+  const verdicts = new Verdicts();
+  const ordered = candidatesInOrder(ask.sel, backends, verdicts);
 
   const feasible: Candidate[] = [];
   for (const b of ordered) {
-    const no = (why: string) => verdicts.set(b.name, why);
-    const caps = b.spec.capabilities ?? {};
-    if (sel.allowed?.length && !sel.allowed.includes(b.name)) continue;
-    if (sel.forbidden?.includes(b.name)) continue;
-    if (cons.clusters?.length && !(b.spec.cluster && cons.clusters.includes(b.spec.cluster))) {
-      no(`cluster ${b.spec.cluster ?? '(none)'} is not one of ${cons.clusters.join(', ')}`);
-      continue;
-    }
-    if (!b.usable) {
-      no(b.why ?? 'not usable');
-      continue;
-    }
-    if (caps.preemptible && !spec.policy?.preemptible) {
-      no('preemptible capacity (set policy.preemptible: true to allow)');
-      continue;
-    }
-    if (res.tpus && b.spec.type !== 'gcp-tpu') {
-      no(`has no TPUs (type ${b.spec.type})`);
-      continue;
-    }
-    const hostGpus = hostGpuList(b.capacity);
-    const perNode = caps.gpus ?? (hostGpus ? hostGpus.length : undefined);
-    if (gpus > 0 && perNode !== undefined && perNode < gpus) {
-      no(`has ${perNode} GPUs per node, run needs ${gpus}`);
-      continue;
-    }
-    const maxNodes = caps.nodes ?? (b.spec.type === 'slurm' ? undefined : 1);
-    if (nodes > 1 && maxNodes !== undefined && maxNodes < nodes) {
-      no(`spans ${maxNodes} node${maxNodes === 1 ? '' : 's'}, run needs ${nodes}`);
-      continue;
-    }
-    const offered = gpuTypesOf(b);
-    if (gpus > 0 && !anyType && !types.some((t) => offered.has(t.toLowerCase()))) {
-      no(
-        offered.size
-          ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
-          : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`,
-      );
-      continue;
-    }
-    const vram = caps.vramGiB ?? hostVramGiB(b.capacity);
-    if (cons.minVramGiB !== undefined && !(vram !== undefined && vram >= cons.minVramGiB)) {
-      no(
-        vram === undefined
-          ? `declares no capabilities.vramGiB, run needs ${cons.minVramGiB} GiB per GPU`
-          : `has ${vram} GiB per GPU, run needs ${cons.minVramGiB}`,
-      );
-      continue;
-    }
-    if (cons.minRamGiB !== undefined && !(caps.ramGiB !== undefined && caps.ramGiB >= cons.minRamGiB)) {
-      no(
-        caps.ramGiB === undefined
-          ? `declares no capabilities.ramGiB, run needs ${cons.minRamGiB} GiB`
-          : `has ${caps.ramGiB} GiB RAM, run needs ${cons.minRamGiB}`,
-      );
-      continue;
-    }
-    if (cons.requireCuda && caps.cuda !== true) {
-      no(caps.cuda === false ? 'has no CUDA' : 'does not declare capabilities.cuda: true');
+    const why = excluded(b, ask);
+    if (why === null) continue;
+    if (why !== undefined) {
+      verdicts.set(b.name, why);
       continue;
     }
     const demoted: string[] = [];
@@ -172,42 +119,130 @@ export function solve(
     if (cooling) demoted.push(cooling);
     if (b.degraded) demoted.push(`degraded (${b.degraded})`);
     if (demoted.length) verdicts.set(b.name, `tried after the others: ${demoted.join('; ')}`);
-    feasible.push({ b, demoted, now: canStartNow(b, gpus * nodes, anyType ? [] : types) });
+    feasible.push({ b, demoted, now: canStartNow(b, ask.gpus * ask.nodes, ask.types) });
   }
 
   if (!feasible.length) {
     return {
-      why: verdicts.size ? say() : 'no backend is defined that the selector allows',
+      why: verdicts.size ? verdicts.say() : 'no backend is defined that the selector allows',
       wait: 'NoBackend',
     };
   }
   // Stable: healthy before demoted, CUDA first when preferred, otherwise the order above.
   const rank = (c: Candidate) =>
     (c.demoted.length ? 2 : 0) + (cons.preferCuda && c.b.spec.capabilities?.cuda !== true ? 1 : 0);
-  const sorted = feasible.map((c, i) => ({ c, i })).sort((x, y) => rank(x.c) - rank(y.c) || x.i - y.i);
+  const sorted = feasible
+    .map((c, i) => ({ c, i }))
+    .sort((x, y) => rank(x.c) - rank(y.c) || x.i - y.i)
+    .map(({ c }) => c);
 
-  for (const { c } of sorted) {
+  for (const c of sorted) {
     const note = c.demoted.length ? ` (${c.demoted.join('; ')})` : '';
     if (c.now.ok) {
       const free = c.now.free !== undefined ? `, ${c.now.free} free` : '';
       verdicts.set(c.b.name, `chosen${free}${note}`);
-      return { backend: c.b.name, why: say(c.b.name), gpus: gpus * nodes };
+      return { backend: c.b.name, why: verdicts.say(c.b.name), gpus: ask.gpus * ask.nodes };
     }
-    evaluated.add(c.b.name);
+    verdicts.evaluated.add(c.b.name);
     verdicts.set(c.b.name, `${c.now.why}${note}`);
   }
-  // Nothing can start now: a scheduler can hold the job until it fits. Queue on the SLURM
-  // candidate with the most GPUs (total over the partitions it may use).
-  const slurm = sorted
-    .map(({ c }) => c)
-    .filter((c) => c.b.spec.type === 'slurm' && !(c.now.why ?? '').startsWith('full'))
+  // Nothing can start now: a scheduler can hold the job until it fits. Queue on the candidate
+  // with its own queue that has the most GPUs (total over the partitions it may use).
+  const queue = sorted
+    .filter((c) => c.b.traits.queuesWhenFull && !(c.now.why ?? '').startsWith('full'))
     .sort((x, y) => totalGpus(y.b) - totalGpus(x.b))[0];
-  if (slurm) {
-    const was = verdicts.get(slurm.b.name);
-    verdicts.set(slurm.b.name, `${was}; queued there (the most capacity: ${totalGpus(slurm.b)} GPUs)`);
-    return { backend: slurm.b.name, why: say(), gpus: 0 };
+  if (queue) {
+    const was = verdicts.get(queue.b.name);
+    verdicts.set(queue.b.name, `${was}; queued there (the most capacity: ${totalGpus(queue.b)} GPUs)`);
+    return { backend: queue.b.name, why: verdicts.say(), gpus: 0 };
   }
-  return { why: say(), wait: 'NoCapacity' };
+  return { why: verdicts.say(), wait: 'NoCapacity' };
+}
+
+/** Verdicts by backend, said in the order the backends were walked (up to the chosen one). */
+class Verdicts extends Map<string, string> {
+  /** Backends in the order they were walked. */
+  readonly walked: string[] = [];
+  /** Backends asked whether they can start now (said even when after the chosen one). */
+  readonly evaluated = new Set<string>();
+
+  say(chosen?: string): string {
+    const stop = chosen ? this.walked.indexOf(chosen) : Infinity;
+    return [...this.keys()]
+      .filter((n) => !chosen || this.walked.indexOf(n) <= stop || this.evaluated.has(n))
+      .sort((x, y) => this.walked.indexOf(x) - this.walked.indexOf(y))
+      .map((n) => `${n}: ${this.get(n)}`)
+      .join('; ');
+  }
+}
+
+/** `order` if the selector gives one (an unknown name is said), else every backend by priority, then name. */
+function candidatesInOrder(
+  sel: Ask['sel'],
+  backends: readonly BackendInfo[],
+  verdicts: Verdicts,
+): BackendInfo[] {
+  if (!sel.order?.length) {
+    const ordered = [...backends].sort(
+      (a, b) => (b.spec.priority ?? 0) - (a.spec.priority ?? 0) || (a.name < b.name ? -1 : 1),
+    );
+    verdicts.walked.push(...ordered.map((b) => b.name));
+    return ordered;
+  }
+  const byName = new Map(backends.map((b) => [b.name, b]));
+  return sel.order.flatMap((n) => {
+    const b = byName.get(n);
+    if (!b) verdicts.set(n, 'no such Backend');
+    verdicts.walked.push(n);
+    return b ? [b] : [];
+  });
+}
+
+/**
+ * Why a backend cannot take the run at all, by what it declares (and reports of its GPUs):
+ * a verdict to say; `null` when the selector leaves it out (said nowhere); undefined when it can.
+ */
+function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
+  const { sel, cons, gpus, nodes, types } = ask;
+  const caps = b.spec.capabilities ?? {};
+  if (sel.allowed?.length && !sel.allowed.includes(b.name)) return null;
+  if (sel.forbidden?.includes(b.name)) return null;
+  if (cons.clusters?.length && !(b.spec.cluster && cons.clusters.includes(b.spec.cluster)))
+    return `cluster ${b.spec.cluster ?? '(none)'} is not one of ${cons.clusters.join(', ')}`;
+  if (!b.usable) return b.why ?? 'not usable';
+  if ((b.traits.preemptible?.(b.spec) ?? caps.preemptible) && !ask.preemptible)
+    return 'preemptible capacity (set policy.preemptible: true to allow)';
+  if (ask.tpus && !b.traits.tpus) return `has no TPUs (type ${b.spec.type})`;
+  const hostGpus = hostGpuList(b.capacity);
+  const perNode = caps.gpus ?? (hostGpus ? hostGpus.length : undefined);
+  if (gpus > 0 && perNode !== undefined && perNode < gpus)
+    return `has ${perNode} GPUs per node, run needs ${gpus}`;
+  const maxNodes = caps.nodes ?? (b.traits.multiNode ? undefined : 1);
+  if (nodes > 1 && maxNodes !== undefined && maxNodes < nodes)
+    return `spans ${maxNodes} node${maxNodes === 1 ? '' : 's'}, run needs ${nodes}`;
+  const offered = gpuTypesOf(b);
+  if (gpus > 0 && types.length && !types.some((t) => offered.has(t.toLowerCase())))
+    return offered.size
+      ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
+      : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`;
+  return hardwareShortfall(b, cons);
+}
+
+/** What the selector's hardware constraints (VRAM, RAM, CUDA) find missing, or undefined. */
+function hardwareShortfall(b: BackendInfo, cons: Ask['cons']): string | undefined {
+  const caps = b.spec.capabilities ?? {};
+  const vram = caps.vramGiB ?? hostVramGiB(b.capacity);
+  if (cons.minVramGiB !== undefined && !(vram !== undefined && vram >= cons.minVramGiB))
+    return vram === undefined
+      ? `declares no capabilities.vramGiB, run needs ${cons.minVramGiB} GiB per GPU`
+      : `has ${vram} GiB per GPU, run needs ${cons.minVramGiB}`;
+  if (cons.minRamGiB !== undefined && !(caps.ramGiB !== undefined && caps.ramGiB >= cons.minRamGiB))
+    return caps.ramGiB === undefined
+      ? `declares no capabilities.ramGiB, run needs ${cons.minRamGiB} GiB`
+      : `has ${caps.ramGiB} GiB RAM, run needs ${cons.minRamGiB}`;
+  if (cons.requireCuda && caps.cuda !== true)
+    return caps.cuda === false ? 'has no CUDA' : 'does not declare capabilities.cuda: true';
+  return undefined;
 }
 
 function canStartNow(b: BackendInfo, need: number, types: readonly string[]): Candidate['now'] {

@@ -6,6 +6,8 @@
  * Files are cached by path and change key (a git blob id, or a stat signature), so `sync()` after a
  * change re-reads and re-parses only what changed; one bad document never hides the others.
  */
+import { BACKENDS } from '../backends/registry.js';
+import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, parseFile, type ParseLimits } from './parse.js';
@@ -71,16 +73,20 @@ export type CachedFileEntry = [string, string, LoadedDocument[], Diagnostic[]];
 
 export interface LoaderOptions {
   limits?: Partial<ParseLimits>;
+  /** The backend types Backend documents are validated against. Default: this build's `BACKENDS`. */
+  backends?: BackendList;
 }
 
 export class SpecLoader {
   private readonly files = new Map<string, CachedFile>();
   private readonly limits: ParseLimits;
+  private readonly backends: BackendList;
   /** Files parsed since construction; tests and benchmarks read it to prove caching. */
   parsedFiles = 0;
 
   constructor(opts: LoaderOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    this.backends = opts.backends ?? BACKENDS;
   }
 
   /** Loads (or replaces) one file. Cheap when `key` is unchanged. */
@@ -88,7 +94,7 @@ export class SpecLoader {
     const cached = this.files.get(file);
     if (cached && cached.key === key) return;
     this.parsedFiles++;
-    this.files.set(file, { key, ...loadOneFile(file, bytes, this.limits) });
+    this.files.set(file, { key, ...loadOneFile(file, bytes, this.limits, this.backends) });
   }
 
   /** The per-file cache as plain data, to persist across restarts (see `importCache`). */
@@ -163,7 +169,12 @@ export async function loadSpecs(source: SpecSource, opts: LoaderOptions = {}): P
   return new SpecLoader(opts).sync(source);
 }
 
-function loadOneFile(file: string, bytes: Uint8Array, limits: ParseLimits): Omit<CachedFile, 'key'> {
+function loadOneFile(
+  file: string,
+  bytes: Uint8Array,
+  limits: ParseLimits,
+  backends: BackendList,
+): Omit<CachedFile, 'key'> {
   const parsed = parseFile(file, bytes, limits);
   const docs: LoadedDocument[] = [];
   for (const pd of parsed.docs) {
@@ -182,13 +193,13 @@ function loadOneFile(file: string, bytes: Uint8Array, limits: ParseLimits): Omit
       doc.name = value.metadata.name;
       doc.namePos = pd.locator.at(['metadata', 'name']);
     }
-    const schemaErrors = validateSchema(dispatched.kind, pd.value, pd.locator);
+    const schemaErrors = validateSchema(dispatched.kind, pd.value, pd.locator, backends);
     if (schemaErrors.length > 0) {
       doc.diagnostics.push(...schemaErrors.map(withFile));
       continue;
     }
     const obj = pd.value as SpecObject;
-    const ruleErrors = documentRules(obj, pd.locator);
+    const ruleErrors = documentRules(obj, pd.locator, backends);
     doc.diagnostics.push(...ruleErrors.map(withFile));
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     doc.object = obj;

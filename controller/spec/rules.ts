@@ -3,6 +3,8 @@
  * object; cross-file rules (duplicate names, references to backends) see the whole repo and work
  * only on the small summaries the loader keeps, so a reload of one file re-runs them cheaply.
  */
+import { BACKENDS } from '../backends/registry.js';
+import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { formatPath } from './diagnostic.js';
 import type { Locator } from './parse.js';
@@ -35,8 +37,8 @@ class Collector {
   }
 }
 
-/** Runs the per-document rules for a schema-valid object. */
-export function documentRules(obj: SpecObject, loc: Locator): Located[] {
+/** Runs the per-document rules for a schema-valid object (Backends by the types of `backends`). */
+export function documentRules(obj: SpecObject, loc: Locator, backends: BackendList = BACKENDS): Located[] {
   const c = new Collector(loc);
   switch (obj.kind) {
     case 'Run':
@@ -46,7 +48,7 @@ export function documentRules(obj: SpecObject, loc: Locator): Located[] {
       dagRules(c, obj as Dag);
       break;
     case 'Backend':
-      backendRules(c, obj as Backend);
+      backendRules(c, obj as Backend, backends);
       break;
     case 'Storage':
       storageRules(c, obj as Storage);
@@ -80,7 +82,18 @@ function isUnsafeRelPath(p: string): boolean {
   return p.startsWith('/') || p.split('/').includes('..');
 }
 
+/** A run's spec, on its own or as a DAG node's `run` (`inDag` changes only the wording). */
 function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: boolean } = {}): void {
+  commandRules(c, spec, base, opts.inDag);
+  pathRules(c, spec, base);
+  reservedEnvRules(c, spec, base);
+  secretRules(c, spec, base);
+  selectorRules(c, spec.backendSelector, base);
+  if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
+}
+
+/** Exactly one of `command` and `entry` says what to run. */
+function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | undefined): void {
   if (spec.command !== undefined && spec.entry !== undefined) {
     c.error(
       'CommandAndEntry',
@@ -93,10 +106,14 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
     c.error(
       'MissingCommand',
       base,
-      `${opts.inDag ? 'node run' : 'run'} has neither "command" nor "entry"`,
+      `${inDag ? 'node run' : 'run'} has neither "command" nor "entry"`,
       'add "command: python train.py" (or a list), or "entry: path/file.py:function"',
     );
   }
+}
+
+/** The working directory stays inside the code tree, and the code path inside the repository. */
+function pathRules(c: Collector, spec: RunSpec, base: Path): void {
   for (const field of ['workingDir'] as const) {
     const v = spec[field];
     if (v !== undefined && isUnsafeRelPath(v)) {
@@ -116,6 +133,9 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
       'use a relative path without ".."',
     );
   }
+}
+
+function reservedEnvRules(c: Collector, spec: RunSpec, base: Path): void {
   for (const name of Object.keys(spec.env ?? {})) {
     if (name.startsWith('ADV_')) {
       c.error(
@@ -127,6 +147,10 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
       );
     }
   }
+}
+
+/** Each secret is listed once, and never also given a plain value in `env`. */
+function secretRules(c: Collector, spec: RunSpec, base: Path): void {
   const secrets = spec.secrets ?? [];
   secrets.forEach((s, i) => {
     if (secrets.indexOf(s) !== i)
@@ -146,22 +170,24 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
       );
     }
   });
-  const sel = spec.backendSelector;
-  if (sel?.forbidden) {
-    for (const field of ['order', 'allowed'] as const) {
-      (sel[field] ?? []).forEach((name, i) => {
-        if (sel.forbidden!.includes(name)) {
-          c.error(
-            'SelectorConflict',
-            [...base, 'backendSelector', field, i],
-            `backend "${name}" is both in ${field} and forbidden`,
-            'remove it from one of the two lists',
-          );
-        }
-      });
-    }
+}
+
+/** No backend is both wanted (in `order` or `allowed`) and forbidden. */
+function selectorRules(c: Collector, sel: RunSpec['backendSelector'], base: Path): void {
+  if (!sel?.forbidden) return;
+  const forbidden = sel.forbidden;
+  for (const field of ['order', 'allowed'] as const) {
+    (sel[field] ?? []).forEach((name, i) => {
+      if (forbidden.includes(name)) {
+        c.error(
+          'SelectorConflict',
+          [...base, 'backendSelector', field, i],
+          `backend "${name}" is both in ${field} and forbidden`,
+          'remove it from one of the two lists',
+        );
+      }
+    });
   }
-  if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
 }
 
 /** Devices a run asks for: accelerators per node × nodes. */
@@ -170,6 +196,9 @@ export function devicesOf(r: Resources): number {
   return perNode * (r.nodes ?? 1);
 }
 
+type Mesh = Parallelism['mesh'];
+
+/** One size per distinct mesh axis, a mesh that spans the run's devices, and only its axes named. */
 function parallelismRules(c: Collector, par: Parallelism, res: Resources, base: Path): void {
   const { axes, shape } = par.mesh;
   const meshPath = [...base, 'mesh'];
@@ -191,16 +220,31 @@ function parallelismRules(c: Collector, par: Parallelism, res: Resources, base: 
         'give every axis its own name',
       );
   });
-  const nulls = shape.filter((s) => s === null).length;
-  const known = shape.reduce<number>((p, s) => p * (s ?? 1), 1);
-  const devices = devicesOf(res);
+  meshDeviceRules(c, shape, res, meshPath);
+  axisReferenceRules(c, par, devicesOf(res), base);
+}
+
+/** The product of the axis sizes that are written (a null one counts as 1). */
+function knownMeshSize(shape: Mesh['shape']): number {
+  return shape.reduce<number>((p, s) => p * (s ?? 1), 1);
+}
+
+/** The devices a run asks for, in words: `8 gpus × 2 nodes`. */
+function devicesAsked(res: Resources): string {
   const nodes = res.nodes ?? 1;
-  const asked =
-    (res.gpus ?? 0) > 0
-      ? `${res.gpus} gpus × ${nodes} node${nodes === 1 ? '' : 's'}`
-      : (res.tpus ?? 0) > 0
-        ? `${res.tpus} tpus × ${nodes} node${nodes === 1 ? '' : 's'}`
-        : 'no accelerators';
+  return (res.gpus ?? 0) > 0
+    ? `${res.gpus} gpus × ${nodes} node${nodes === 1 ? '' : 's'}`
+    : (res.tpus ?? 0) > 0
+      ? `${res.tpus} tpus × ${nodes} node${nodes === 1 ? '' : 's'}`
+      : 'no accelerators';
+}
+
+/** The mesh spans exactly the devices the run asks for; one null size may take what the others leave. */
+function meshDeviceRules(c: Collector, shape: Mesh['shape'], res: Resources, meshPath: Path): void {
+  const nulls = shape.filter((s) => s === null).length;
+  const known = knownMeshSize(shape);
+  const devices = devicesOf(res);
+  const asked = devicesAsked(res);
   if (nulls > 1) {
     c.error('MeshShape', [...meshPath, 'shape'], 'more than one axis size is null', 'set all sizes but one');
   } else if (devices === 0) {
@@ -225,34 +269,45 @@ function parallelismRules(c: Collector, par: Parallelism, res: Resources, base: 
       `make the product of the shape ${devices}, or write null for one axis to take the rest`,
     );
   }
-  const size = (axis: string): number | null => {
-    const i = axes.indexOf(axis);
-    if (i < 0) return null;
-    const s = shape[i];
-    return s ?? (known > 0 ? devices / known : null);
-  };
-  const checkAxis = (axis: string, path: Path, what: string): boolean => {
-    if (axes.includes(axis)) return true;
-    const guess = closest(axis, axes);
-    c.error(
-      'UnknownAxis',
-      path,
-      `${what} names axis "${axis}", which the mesh does not have (axes: ${axes.join(', ')})`,
-      guess ? `did you mean "${guess}"?` : 'add the axis to mesh.axes or name an existing one',
-    );
-    return false;
-  };
-  if (par.dp) checkAxis(par.dp.axis, [...base, 'dp', 'axis'], 'dp');
+}
+
+/** An axis's size: as written, or for the null one, the devices the others leave; null when unknown. */
+function axisSize(mesh: Mesh, devices: number, axis: string): number | null {
+  const i = mesh.axes.indexOf(axis);
+  if (i < 0) return null;
+  const known = knownMeshSize(mesh.shape);
+  const s = mesh.shape[i];
+  return s ?? (known > 0 ? devices / known : null);
+}
+
+/** Whether the mesh has `axis`; reports the name (with the closest axis) when it does not. */
+function meshHasAxis(c: Collector, axes: readonly string[], axis: string, path: Path, what: string): boolean {
+  if (axes.includes(axis)) return true;
+  const guess = closest(axis, axes);
+  c.error(
+    'UnknownAxis',
+    path,
+    `${what} names axis "${axis}", which the mesh does not have (axes: ${axes.join(', ')})`,
+    guess ? `did you mean "${guess}"?` : 'add the axis to mesh.axes or name an existing one',
+  );
+  return false;
+}
+
+/** dp, tp (and its sharding rules) and pp name axes of the mesh; pp's stages match its axis's size. */
+function axisReferenceRules(c: Collector, par: Parallelism, devices: number, base: Path): void {
+  const axes = par.mesh.axes;
+  if (par.dp) meshHasAxis(c, axes, par.dp.axis, [...base, 'dp', 'axis'], 'dp');
   if (par.tp) {
-    checkAxis(par.tp.axis, [...base, 'tp', 'axis'], 'tp');
+    meshHasAxis(c, axes, par.tp.axis, [...base, 'tp', 'axis'], 'tp');
     (par.tp.rules ?? []).forEach((rule, i) =>
       rule.spec.forEach((a, j) => {
-        if (a !== null) checkAxis(a, [...base, 'tp', 'rules', i, 'spec', j], `tp rule "${rule.param}"`);
+        if (a !== null)
+          meshHasAxis(c, axes, a, [...base, 'tp', 'rules', i, 'spec', j], `tp rule "${rule.param}"`);
       }),
     );
   }
-  if (par.pp && checkAxis(par.pp.axis, [...base, 'pp', 'axis'], 'pp')) {
-    const s = size(par.pp.axis);
+  if (par.pp && meshHasAxis(c, axes, par.pp.axis, [...base, 'pp', 'axis'], 'pp')) {
+    const s = axisSize(par.mesh, devices, par.pp.axis);
     if (s !== null && Number.isInteger(s) && s !== par.pp.stages) {
       c.error(
         'PipelineStages',
@@ -264,10 +319,37 @@ function parallelismRules(c: Collector, par: Parallelism, res: Resources, base: 
   }
 }
 
+type DagNode = Dag['spec']['nodes'][number];
+
+/** Node ids, needs (known, not itself, no cycle), inputs, and each node's run. */
 function dagRules(c: Collector, dag: Dag): void {
   const nodes = dag.spec.nodes;
-  const firstIndex = new Map<string, number>();
+  const firstIndex = nodeIdRules(c, dag);
+  needsRules(c, nodes, firstIndex);
+  const cycle = findCycle(nodes.map((n) => ({ id: n.id, needs: (n.needs ?? []).filter((d) => d !== n.id) })));
+  if (cycle) {
+    const at = firstIndex.get(cycle[0]!) ?? 0;
+    c.error(
+      'DagCycle',
+      ['spec', 'nodes', at, 'needs'],
+      `needs form a cycle: ${cycle.join(' → ')}`,
+      'remove one of these needs so the graph has no loop',
+    );
+  }
+  const ancestors = cycle ? undefined : ancestorSets(nodes);
   nodes.forEach((n, i) => {
+    inputRules(c, nodes, i, ancestors);
+    runSpecRules(c, n.run, ['spec', 'nodes', i, 'run'], { inDag: true });
+  });
+}
+
+/**
+ * Node ids are unique and short enough to name a child run (`<dag>.<id>`); returns the index
+ * where each id is first declared.
+ */
+function nodeIdRules(c: Collector, dag: Dag): Map<string, number> {
+  const firstIndex = new Map<string, number>();
+  dag.spec.nodes.forEach((n, i) => {
     const prev = firstIndex.get(n.id);
     if (prev !== undefined) {
       c.error(
@@ -287,6 +369,11 @@ function dagRules(c: Collector, dag: Dag): void {
       );
     }
   });
+  return firstIndex;
+}
+
+/** Every need names another node of the DAG. */
+function needsRules(c: Collector, nodes: readonly DagNode[], firstIndex: Map<string, number>): void {
   const ids = [...firstIndex.keys()];
   nodes.forEach((n, i) =>
     (n.needs ?? []).forEach((dep, j) => {
@@ -308,51 +395,51 @@ function dagRules(c: Collector, dag: Dag): void {
       }
     }),
   );
-  const cycle = findCycle(nodes.map((n) => ({ id: n.id, needs: (n.needs ?? []).filter((d) => d !== n.id) })));
-  if (cycle) {
-    const at = firstIndex.get(cycle[0]!) ?? 0;
-    c.error(
-      'DagCycle',
-      ['spec', 'nodes', at, 'needs'],
-      `needs form a cycle: ${cycle.join(' → ')}`,
-      'remove one of these needs so the graph has no loop',
-    );
-  }
-  const ancestors = cycle ? undefined : ancestorSets(nodes);
-  nodes.forEach((n, i) => {
-    for (const [name, ref] of Object.entries(n.inputs ?? {})) {
-      const [srcId, , output] = ref.split('.');
-      const path = ['spec', 'nodes', i, 'inputs', name];
-      const src = nodes.find((m) => m.id === srcId);
-      if (!src) {
-        c.error(
-          'UnknownInput',
-          path,
-          `input "${name}" refers to node "${srcId}", which is not in this DAG`,
-          'refer to "<node>.outputs.<name>" of an existing node',
-        );
-      } else if (!src.outputs || !(output! in src.outputs)) {
-        const declared = Object.keys(src.outputs ?? {});
-        const guess = closest(output!, declared);
-        c.error(
-          'UnknownOutput',
-          path,
-          `node "${srcId}" declares no output "${output}"${declared.length ? ` (it has: ${declared.join(', ')})` : ''}`,
-          guess
-            ? `did you mean "${srcId}.outputs.${guess}"?`
-            : `declare it under the "${srcId}" node's outputs`,
-        );
-      } else if (ancestors && !ancestors.get(n.id)?.has(srcId!)) {
-        c.error(
-          'InputNotNeeded',
-          path,
-          `input "${name}" comes from "${srcId}", which node "${n.id}" does not need`,
-          `add "${srcId}" to the needs of "${n.id}" so its output exists before it starts`,
-        );
-      }
+}
+
+/**
+ * Each input of node `i` is `<node>.outputs.<name>` of a node that declares that output and that
+ * node `i` needs (directly or not), so the output exists before it starts. Without `ancestors`
+ * (the needs have a cycle) the last check is skipped.
+ */
+function inputRules(
+  c: Collector,
+  nodes: readonly DagNode[],
+  i: number,
+  ancestors: Map<string, Set<string>> | undefined,
+): void {
+  const n = nodes[i]!;
+  for (const [name, ref] of Object.entries(n.inputs ?? {})) {
+    const [srcId, , output] = ref.split('.');
+    const path = ['spec', 'nodes', i, 'inputs', name];
+    const src = nodes.find((m) => m.id === srcId);
+    if (!src) {
+      c.error(
+        'UnknownInput',
+        path,
+        `input "${name}" refers to node "${srcId}", which is not in this DAG`,
+        'refer to "<node>.outputs.<name>" of an existing node',
+      );
+    } else if (!src.outputs || !(output! in src.outputs)) {
+      const declared = Object.keys(src.outputs ?? {});
+      const guess = closest(output!, declared);
+      c.error(
+        'UnknownOutput',
+        path,
+        `node "${srcId}" declares no output "${output}"${declared.length ? ` (it has: ${declared.join(', ')})` : ''}`,
+        guess
+          ? `did you mean "${srcId}.outputs.${guess}"?`
+          : `declare it under the "${srcId}" node's outputs`,
+      );
+    } else if (ancestors && !ancestors.get(n.id)?.has(srcId!)) {
+      c.error(
+        'InputNotNeeded',
+        path,
+        `input "${name}" comes from "${srcId}", which node "${n.id}" does not need`,
+        `add "${srcId}" to the needs of "${n.id}" so its output exists before it starts`,
+      );
     }
-    runSpecRules(c, n.run, ['spec', 'nodes', i, 'run'], { inDag: true });
-  });
+  }
 }
 
 /** Returns one cycle as a list of ids that starts and ends with the same id, or undefined. */
@@ -403,25 +490,17 @@ function ancestorSets(nodes: Dag['spec']['nodes']): Map<string, Set<string>> {
   return memo;
 }
 
-/** Which settings block each backend type reads, and whether it must be present. */
-const BACKEND_BLOCKS: Record<
-  Backend['spec']['type'],
-  { block?: keyof Backend['spec']; needsConnection: boolean }
-> = {
-  local: { block: 'local', needsConnection: false },
-  ssh: { needsConnection: true },
-  slurm: { block: 'slurm', needsConnection: true },
-  'gcp-tpu': { block: 'gcpTpu', needsConnection: false },
-  volcano: { block: 'volcano', needsConnection: false },
-  vastai: { block: 'vastai', needsConnection: false },
-  agent: { block: 'agent', needsConnection: false },
-};
-const REQUIRED_BLOCK: ReadonlySet<string> = new Set(['gcpTpu', 'volcano', 'vastai', 'agent']);
-
-function backendRules(c: Collector, b: Backend): void {
+/**
+ * The rules every Backend gets from the registry: `connection` where its type needs one, its
+ * settings block where its type requires it, no block of another type; then the rules of each
+ * descriptor whose type this is or whose block is present.
+ */
+function backendRules(c: Collector, b: Backend, list: BackendList): void {
   const spec = b.spec;
-  const rule = BACKEND_BLOCKS[spec.type];
-  if (rule.needsConnection && !spec.connection) {
+  const blocks = spec as Record<string, unknown>;
+  const own = list.find((d) => d.type === spec.type);
+  const block = own?.settings?.block;
+  if (own?.needsConnection && !spec.connection) {
     c.error(
       'MissingConnection',
       ['spec'],
@@ -429,36 +508,31 @@ function backendRules(c: Collector, b: Backend): void {
       'add "connection: {host: login.example.edu, user: me}"',
     );
   }
-  if (rule.block && REQUIRED_BLOCK.has(rule.block) && !spec[rule.block]) {
+  if (block && own.settings?.required && !blocks[block]) {
     c.error(
       'MissingSettings',
       ['spec'],
-      `a ${spec.type} backend needs its "${rule.block}:" settings`,
-      `add "${rule.block}:" (see adv schema Backend)`,
+      `a ${spec.type} backend needs its "${block}:" settings`,
+      `add "${block}:" (see adv schema Backend)`,
     );
   }
-  for (const [type, other] of Object.entries(BACKEND_BLOCKS)) {
-    if (other.block && other.block !== rule.block && spec[other.block] !== undefined) {
+  for (const other of list) {
+    const theirs = other.settings?.block;
+    if (theirs && theirs !== block && blocks[theirs] !== undefined) {
       c.error(
         'WrongSettings',
-        ['spec', other.block],
-        `"${other.block}:" settings are for ${type} backends, but this one is ${spec.type}`,
-        `remove "${other.block}:" or set "type: ${type}"`,
+        ['spec', theirs],
+        `"${theirs}:" settings are for ${other.type} backends, but this one is ${spec.type}`,
+        `remove "${theirs}:" or set "type: ${other.type}"`,
         true,
       );
     }
   }
-  const parts = spec.slurm?.partitions ?? [];
-  parts.forEach((p, i) => {
-    if (parts.findIndex((q) => q.name === p.name) !== i) {
-      c.error(
-        'DuplicatePartition',
-        ['spec', 'slurm', 'partitions', i, 'name'],
-        `partition "${p.name}" is listed twice`,
-        'remove the duplicate',
-      );
-    }
-  });
+  const report = c.error.bind(c);
+  for (const d of list) {
+    const present = d.settings !== undefined && blocks[d.settings.block] !== undefined;
+    if (d.rules && (d.type === spec.type || present)) d.rules(spec, report);
+  }
 }
 
 function storageRules(c: Collector, s: Storage): void {

@@ -5,7 +5,22 @@
  *
  * Every field carries a description: they are the reference documentation.
  */
-import { Type, type Static, type TSchema, type TObject, type TProperties } from '@sinclair/typebox';
+import { Type, type Static, type TOptional, type TSchema } from '@sinclair/typebox';
+import { BACKENDS } from '../backends/registry.js';
+import type { BackendList, BackendSchemaPart } from '../backends/types.js';
+import {
+  DNS1123_LABEL,
+  DNS1123_SUBDOMAIN,
+  ENV_NAME,
+  KeyedMap,
+  Nullable,
+  optional,
+  strict,
+  StringEnum,
+  StringMap,
+} from './schema-kit.js';
+
+export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME } from './schema-kit.js';
 
 export const API_VERSION = 'adventuretime.dev/v1alpha1';
 
@@ -13,37 +28,6 @@ export const API_VERSION = 'adventuretime.dev/v1alpha1';
 export const Kind = { Run: 'Run', DAG: 'DAG', Backend: 'Backend', Storage: 'Storage' } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 export const KINDS: readonly Kind[] = Object.values(Kind);
-
-/** DNS-1123 subdomain: lowercase alphanumerics, '-' and '.', starting and ending alphanumeric. */
-export const DNS1123_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
-/** DNS-1123 label: like a subdomain without dots (DAG node ids, partitions-as-names). */
-export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
-/** POSIX-portable environment variable name. */
-export const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$';
-
-const strict = <T extends TProperties>(props: T, description: string, extra: object = {}): TObject<T> =>
-  Type.Object(props, { additionalProperties: false, description, ...extra });
-
-const optional = <T extends TSchema>(schema: T) => Type.Optional(schema);
-
-/** A string enum as JSON Schema `enum` (one clear error, unlike a union of literals). */
-const StringEnum = <const T extends readonly string[]>(values: T, description: string) =>
-  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
-
-/** A value that may also be null, as `type: [T, "null"]`. */
-const Nullable = <T extends 'string' | 'integer'>(type: T, extra: object = {}) =>
-  Type.Unsafe<(T extends 'string' ? string : number) | null>({ type: [type, 'null'], ...extra });
-
-/** A map whose keys must match `keyPattern`; other keys are errors (TypeBox omits that by default). */
-const KeyedMap = <V extends TSchema>(keyPattern: string, value: V, description: string) =>
-  Type.Record(Type.String({ pattern: keyPattern }), value, { description, additionalProperties: false });
-
-const StringMap = (description: string) =>
-  KeyedMap(
-    '^[A-Za-z0-9]([-A-Za-z0-9_./]{0,251}[A-Za-z0-9])?$',
-    Type.String({ maxLength: 4096 }),
-    description,
-  );
 
 const Metadata = (maxNameLength: number, what: string) =>
   strict(
@@ -461,16 +445,17 @@ export const DagSchema = strict(
 // ---------------------------------------------------------------------------------------------
 // Backend
 
-export const BackendType = {
-  Local: 'local',
-  Ssh: 'ssh',
-  Slurm: 'slurm',
-  GcpTpu: 'gcp-tpu',
-  Volcano: 'volcano',
-  VastAi: 'vastai',
-  Agent: 'agent',
-} as const;
-export type BackendType = (typeof BackendType)[keyof typeof BackendType];
+/** What the settings blocks of the descriptors in `L` add to `Backend.spec`: `{slurm?: …, gcpTpu?: …}`. */
+type SettingsOf<D> = D extends { settings?: infer S } ? NonNullable<S> : never;
+type SettingsBlocks<L extends readonly BackendSchemaPart[]> = {
+  [S in SettingsOf<L[number]> as S['block']]: TOptional<S['schema']>;
+};
+
+function settingsBlocks<L extends readonly BackendSchemaPart[]>(list: L): SettingsBlocks<L> {
+  const out: Record<string, TSchema> = {};
+  for (const d of list) if (d.settings) out[d.settings.block] = Type.Optional(d.settings.schema);
+  return out as SettingsBlocks<L>;
+}
 
 const ConnectionSchema = strict(
   {
@@ -517,228 +502,85 @@ const PathsSchema = strict(
   'Paths on the backend.',
 );
 
-const PartitionSchema = strict(
-  {
-    name: Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'SLURM partition name.' }),
-    preemptible: optional(Type.Boolean({ description: 'Jobs here may be preempted.' })),
-    gpuType: optional(Type.String({ description: 'GPU type of this partition’s nodes.' })),
-    gpusPerNode: optional(Type.Integer({ minimum: 0, description: 'GPUs per node.' })),
-    maxTime: optional(Type.String({ description: 'Partition time limit, SLURM format.' })),
-  },
-  'A SLURM partition the backend may use.',
-);
+/** The fields every Backend has, whatever its type; `type` is one of the list's. */
+const commonBackendFields = <const T extends readonly string[]>(types: T) => ({
+  type: StringEnum(types, 'Adapter type.'),
+  priority: optional(
+    Type.Integer({ description: 'Higher is tried first when a run’s order does not decide. Default 0.' }),
+  ),
+  cluster: optional(
+    Type.String({ description: 'Cluster name, for `backendSelector.constraints.clusters`.' }),
+  ),
+  maxConcurrent: optional(Type.Integer({ minimum: 1, description: 'Attempts running here at once.' })),
+  degradeAfterFailures: optional(
+    Type.Integer({
+      minimum: 1,
+      description:
+        'Failed runs in a row (user errors or infrastructure, not preemptions) after which the backend is marked `Degraded` and tried after the others. Default 3.',
+    }),
+  ),
+  capabilities: optional(
+    strict(
+      {
+        gpus: optional(Type.Integer({ minimum: 0, description: 'GPUs per node.' })),
+        gpuTypes: optional(Type.Array(Type.String(), { description: 'GPU types available.' })),
+        vramGiB: optional(Type.Number({ minimum: 0, description: 'Memory per GPU.' })),
+        ramGiB: optional(Type.Number({ minimum: 0, description: 'Host memory per node.' })),
+        cpus: optional(Type.Number({ minimum: 0, description: 'Cores per node.' })),
+        nodes: optional(Type.Integer({ minimum: 1, description: 'Nodes a job may span.' })),
+        cuda: optional(Type.Boolean({ description: 'CUDA is available.' })),
+        preemptible: optional(Type.Boolean({ description: 'Capacity here may be preempted.' })),
+        costPerHour: optional(
+          Type.Number({ minimum: 0, description: 'Price per node-hour, for guardrails.' }),
+        ),
+      },
+      'What the backend offers, for the solver (a hint where the backend can also report capacity).',
+    ),
+  ),
+  connection: optional(ConnectionSchema),
+  paths: optional(PathsSchema),
+  setup: optional(Type.Array(Type.String(), { description: 'Shell steps run before every job here.' })),
+  passEnv: optional(
+    Type.Array(Type.String({ pattern: ENV_NAME, maxLength: 128 }), {
+      description:
+        "Variables of the controller's own environment passed to jobs on this backend; nothing else of the controller's environment reaches a job.",
+    }),
+  ),
+});
 
-const SbatchDefaultsSchema = strict(
-  {
-    partition: optional(
-      Type.String({
-        pattern: '^[A-Za-z0-9_.,-]+$',
-        description: '`--partition` (several separated by commas).',
-        'x-hint': 'use partition names of letters, digits, ".", "_" and "-", separated by commas',
-      }),
-    ),
-    account: optional(
-      Type.String({
-        pattern: '^[A-Za-z0-9_.-]+$',
-        description: '`--account`.',
-        'x-hint': 'use letters, digits, ".", "_" and "-" only',
-      }),
-    ),
-    qos: optional(
-      Type.String({
-        pattern: '^[A-Za-z0-9_.-]+$',
-        description: '`--qos`.',
-        'x-hint': 'use letters, digits, ".", "_" and "-" only',
-      }),
-    ),
-    time: optional(
-      Type.String({
-        pattern: '^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$',
-        description: '`--time`, e.g. `24:00:00` or `2-00:00:00`.',
-        'x-hint': 'use SLURM time format, e.g. "24:00:00" or "2-00:00:00"',
-      }),
-    ),
-    mem: optional(
-      Type.String({
-        pattern: '^[0-9]+[KMGT]?$',
-        description: '`--mem`, e.g. `64G`.',
-        'x-hint': 'write e.g. "64G"',
-      }),
-    ),
-    cpusPerTask: optional(Type.Integer({ minimum: 1, description: '`--cpus-per-task`.' })),
-    exclude: optional(
-      Type.String({
-        pattern: '^[A-Za-z0-9_.,\\[\\]-]+$',
-        description: '`--exclude` node list.',
-        'x-hint': 'write a SLURM node list, e.g. "n[1-3],gpu07"',
-      }),
-    ),
-    constraint: optional(Type.String({ description: '`--constraint`.' })),
-    extra: optional(
-      Type.Array(Type.String({ pattern: '^--[a-z][a-z-]*(=.*)?$' }), {
-        description: 'Further `--flag=value` directives, each passed as one argument.',
-      }),
-    ),
-  },
-  'Directives every job gets unless the run says otherwise.',
-);
+/**
+ * The Backend spec for a list of backend types: the common fields, then each type's settings
+ * block (in the list's order), then `suspend`.
+ */
+function backendSpecSchema<const L extends readonly BackendSchemaPart[]>(list: L) {
+  return strict(
+    {
+      ...commonBackendFields(list.map((d) => d.type as L[number]['type'])),
+      ...settingsBlocks(list),
+      suspend: optional(Type.Boolean({ description: 'true: no new attempts are placed here.' })),
+    },
+    'A place to run. The settings block named like `type` configures it (`slurm:`, `gcpTpu:`, …).',
+  );
+}
 
-export const BackendSpecSchema = strict(
-  {
-    type: StringEnum(Object.values(BackendType), 'Adapter type.'),
-    priority: optional(
-      Type.Integer({ description: 'Higher is tried first when a run’s order does not decide. Default 0.' }),
-    ),
-    cluster: optional(
-      Type.String({ description: 'Cluster name, for `backendSelector.constraints.clusters`.' }),
-    ),
-    maxConcurrent: optional(Type.Integer({ minimum: 1, description: 'Attempts running here at once.' })),
-    degradeAfterFailures: optional(
-      Type.Integer({
-        minimum: 1,
-        description:
-          'Failed runs in a row (user errors or infrastructure, not preemptions) after which the backend is marked `Degraded` and tried after the others. Default 3.',
-      }),
-    ),
-    capabilities: optional(
-      strict(
-        {
-          gpus: optional(Type.Integer({ minimum: 0, description: 'GPUs per node.' })),
-          gpuTypes: optional(Type.Array(Type.String(), { description: 'GPU types available.' })),
-          vramGiB: optional(Type.Number({ minimum: 0, description: 'Memory per GPU.' })),
-          ramGiB: optional(Type.Number({ minimum: 0, description: 'Host memory per node.' })),
-          cpus: optional(Type.Number({ minimum: 0, description: 'Cores per node.' })),
-          nodes: optional(Type.Integer({ minimum: 1, description: 'Nodes a job may span.' })),
-          cuda: optional(Type.Boolean({ description: 'CUDA is available.' })),
-          preemptible: optional(Type.Boolean({ description: 'Capacity here may be preempted.' })),
-          costPerHour: optional(
-            Type.Number({ minimum: 0, description: 'Price per node-hour, for guardrails.' }),
-          ),
-        },
-        'What the backend offers, for the solver (a hint where the backend can also report capacity).',
-      ),
-    ),
-    connection: optional(ConnectionSchema),
-    paths: optional(PathsSchema),
-    setup: optional(Type.Array(Type.String(), { description: 'Shell steps run before every job here.' })),
-    local: optional(
-      strict(
-        {
-          workDir: optional(
-            Type.String({ description: 'Where job work dirs go. Default `<data-dir>/local`.' }),
-          ),
-        },
-        '`local` settings.',
-      ),
-    ),
-    slurm: optional(
-      strict(
-        {
-          partitions: optional(
-            Type.Array(PartitionSchema, { description: 'Partitions this backend may use.' }),
-          ),
-          sbatchDefaults: optional(SbatchDefaultsSchema),
-          gresMapping: optional(
-            KeyedMap(
-              '^[A-Za-z0-9_-]+$',
-              Type.String({ pattern: '^[A-Za-z0-9_:-]+$' }),
-              'GPU type → GRES name, e.g. `{H100: "gpu:h100"}`; `--gres=<name>:<count>`. `default` applies to `any`.',
-            ),
-          ),
-          signalGraceSec: optional(
-            Type.Integer({
-              minimum: 1,
-              description:
-                'Seconds before the time limit SLURM sends USR1 (`--signal=B:USR1@N`). Default 120.',
-            }),
-          ),
-          accounting: optional(
-            Type.Boolean({
-              description: 'Use `sacct` (true) or `scontrol show job` (false). Default: detect.',
-            }),
-          ),
-          coordinatorPort: optional(
-            Type.Integer({
-              minimum: 1024,
-              maximum: 65535,
-              description: 'JAX coordinator port. Default 29500.',
-            }),
-          ),
-        },
-        '`slurm` settings.',
-      ),
-    ),
-    gcpTpu: optional(
-      strict(
-        {
-          project: Type.String({ description: 'GCP project.' }),
-          zone: Type.String({ description: 'Zone, e.g. `us-central2-b`.' }),
-          acceleratorType: Type.String({ description: 'e.g. `v4-32`.' }),
-          runtimeVersion: optional(Type.String({ description: 'TPU VM runtime version.' })),
-          spot: optional(Type.Boolean({ description: 'Create spot VMs.' })),
-          chips: optional(Type.Integer({ minimum: 1, description: 'Chips per host.' })),
-        },
-        '`gcp-tpu` settings.',
-      ),
-    ),
-    volcano: optional(
-      strict(
-        {
-          context: optional(Type.String({ description: 'kubectl context.' })),
-          namespace: Type.String({ description: 'Namespace for Volcano Jobs.' }),
-          queue: optional(Type.String({ description: 'Volcano queue.' })),
-          image: Type.String({ description: 'Container image with Node.js ≥ 20.' }),
-          gpuResourceName: optional(Type.String({ description: 'Default `nvidia.com/gpu`.' })),
-        },
-        '`volcano` settings.',
-      ),
-    ),
-    vastai: optional(
-      strict(
-        {
-          apiKeySecret: Type.String({
-            pattern: ENV_NAME,
-            description: 'Name of the secret holding the API key.',
-          }),
-          gpuName: optional(Type.String({ description: 'Offer filter, e.g. `RTX_4090`.' })),
-          numGpus: optional(Type.Integer({ minimum: 1, description: 'GPUs per instance.' })),
-          maxDollarsPerHour: optional(Type.Number({ minimum: 0, description: 'Price cap.' })),
-          minReliability: optional(
-            Type.Number({ minimum: 0, maximum: 1, description: 'Offer reliability floor.' }),
-          ),
-          image: optional(Type.String({ description: 'Docker image.' })),
-          diskGiB: optional(Type.Integer({ minimum: 1, description: 'Disk size.' })),
-        },
-        '`vastai` settings.',
-      ),
-    ),
-    agent: optional(
-      strict(
-        {
-          pool: optional(Type.String({ description: 'Agents of this pool claim this backend’s jobs.' })),
-          tokenSecret: Type.String({ pattern: ENV_NAME, description: 'Secret agents authenticate with.' }),
-          staleAfterSec: optional(
-            Type.Integer({ minimum: 10, description: 'A claim without heartbeat expires.' }),
-          ),
-        },
-        '`agent` settings.',
-      ),
-    ),
-    suspend: optional(Type.Boolean({ description: 'true: no new attempts are placed here.' })),
-  },
-  'A place to run. The settings block named like `type` configures it (`slurm:`, `gcpTpu:`, …).',
-);
+const backendSchema = <S extends TSchema>(spec: S) =>
+  strict(
+    {
+      apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+      kind: Type.Literal(Kind.Backend, { description: 'Always `Backend`.' }),
+      metadata: Metadata(253, 'backend'),
+      spec,
+    },
+    'A place to run jobs: the local machine, an SSH host, a SLURM cluster, TPU VMs, Kubernetes, Vast.ai, or pull agents.',
+    { $id: 'https://adventuretime.dev/schemas/v1alpha1/backend.json', title: 'Backend' },
+  );
 
-export const BackendSchema = strict(
-  {
-    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
-    kind: Type.Literal(Kind.Backend, { description: 'Always `Backend`.' }),
-    metadata: Metadata(253, 'backend'),
-    spec: BackendSpecSchema,
-  },
-  'A place to run jobs: the local machine, an SSH host, a SLURM cluster, TPU VMs, Kubernetes, Vast.ai, or pull agents.',
-  { $id: 'https://adventuretime.dev/schemas/v1alpha1/backend.json', title: 'Backend' },
-);
+/** A backend type of this build (`registry.ts`). */
+export type BackendType = (typeof BACKENDS)[number]['type'];
+
+/** `Backend.spec` with this build's backend types (`registry.ts`). */
+export const BackendSpecSchema = backendSpecSchema(BACKENDS);
+export const BackendSchema = backendSchema(BackendSpecSchema);
 
 // ---------------------------------------------------------------------------------------------
 // Storage
@@ -827,10 +669,26 @@ export type Parallelism = Static<typeof ParallelismSchema>;
 /** Any resource, discriminated by kind. */
 export type SpecObject = Run | Dag | Backend | Storage;
 
-/** Schema per kind, for validation and generation. */
+/** Schema per kind, for validation and generation (with this build's backend types). */
 export const SCHEMAS = {
   Run: RunSchema,
   DAG: DagSchema,
   Backend: BackendSchema,
   Storage: StorageSchema,
 } as const satisfies Record<Kind, TSchema>;
+
+const schemasByList = new WeakMap<BackendList, Record<Kind, TSchema>>();
+
+/**
+ * Schema per kind for a list of backend types: `SCHEMAS` for this build's `BACKENDS`; for another
+ * list (a test that registers a type), the same kinds with that list's Backend. Built once per list.
+ */
+export function schemasFor(list: BackendList): Record<Kind, TSchema> {
+  if (list === BACKENDS) return SCHEMAS;
+  let schemas = schemasByList.get(list);
+  if (!schemas) {
+    schemas = { ...SCHEMAS, Backend: backendSchema(backendSpecSchema(list)) };
+    schemasByList.set(list, schemas);
+  }
+  return schemas;
+}

@@ -8,23 +8,32 @@ import { distance } from 'fastest-levenshtein';
 import type { Diagnostic } from './diagnostic.js';
 import { formatPath } from './diagnostic.js';
 import type { Locator } from './parse.js';
-import { API_VERSION, KINDS, SCHEMAS, type Kind } from './schema.js';
+import { BACKENDS } from '../backends/registry.js';
+import type { BackendList } from '../backends/types.js';
+import { API_VERSION, KINDS, schemasFor, type Kind } from './schema.js';
 
-let compiled: Record<Kind, ValidateFunction> | undefined;
+const compiled = new WeakMap<BackendList, Record<Kind, ValidateFunction>>();
 
-/** Validators are compiled once per process, on first use. */
-function validators(): Record<Kind, ValidateFunction> {
-  if (!compiled) {
+/**
+ * Validators are compiled once per list of backend types, on first use (this build's `BACKENDS`
+ * in production; a test may pass a longer list). Each list gets its own ajv: the schemas keep
+ * their `$id`s.
+ */
+function validators(list: BackendList): Record<Kind, ValidateFunction> {
+  let v = compiled.get(list);
+  if (!v) {
     const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
     ajv.addKeyword({ keyword: 'x-hint', schemaType: 'string' });
-    compiled = {
-      Run: ajv.compile(SCHEMAS.Run),
-      DAG: ajv.compile(SCHEMAS.DAG),
-      Backend: ajv.compile(SCHEMAS.Backend),
-      Storage: ajv.compile(SCHEMAS.Storage),
+    const schemas = schemasFor(list);
+    v = {
+      Run: ajv.compile(schemas.Run),
+      DAG: ajv.compile(schemas.DAG),
+      Backend: ajv.compile(schemas.Backend),
+      Storage: ajv.compile(schemas.Storage),
     };
+    compiled.set(list, v);
   }
-  return compiled;
+  return v;
 }
 
 /** Closest candidate within a small edit distance, for "did you mean". */
@@ -101,9 +110,14 @@ export function dispatchKind(value: unknown, loc: Locator): { kind: Kind } | { e
   return { kind: obj.kind as Kind };
 }
 
-/** Validates a document of a known kind; returns diagnostics (empty when valid). */
-export function validateSchema(kind: Kind, value: unknown, loc: Locator): Located[] {
-  const validate = validators()[kind];
+/** Validates a document of a known kind (Backends against the types of `backends`); returns diagnostics (empty when valid). */
+export function validateSchema(
+  kind: Kind,
+  value: unknown,
+  loc: Locator,
+  backends: BackendList = BACKENDS,
+): Located[] {
+  const validate = validators(backends)[kind];
   if (validate(value)) return [];
   return reduceErrors(validate.errors ?? []).map((e) => toDiagnostic(e, loc));
 }
@@ -198,168 +212,227 @@ interface SchemaLike {
   const?: unknown;
 }
 
-function toDiagnostic(e: ErrorObject, loc: Locator): Located {
-  const path = pathOf(e.instancePath);
-  const parent = (e.parentSchema ?? {}) as SchemaLike;
-  const hint = parent['x-hint'];
-  const base = (
-    code: string,
-    p: (string | number)[],
-    message: string,
-    fix?: string,
-    key = false,
-  ): Located => ({
-    severity: 'error',
-    code,
-    ...loc.at(p, { key }),
-    path: formatPath(p),
-    message,
-    ...(fix ? { hint: fix } : {}),
-  });
-  const params = e.params as Record<string, unknown>;
+type Path = (string | number)[];
 
-  switch (e.keyword) {
-    case 'additionalProperties': {
-      const field = String(params.additionalProperty);
-      const p = [...path, field];
-      if (parent.patternProperties) {
-        const keySchema = Object.keys(parent.patternProperties)[0] ?? '';
-        return base(
-          'BadKey',
-          p,
-          `key "${field}" is not allowed here (keys must match ${keySchema})`,
-          keySchema.includes('A-Za-z_')
-            ? 'use letters, digits and "_", not starting with a digit (e.g. "LEARNING_RATE")'
-            : 'rename the key',
-          true,
-        );
-      }
-      const known = Object.keys(parent.properties ?? {});
-      const guess = closest(field, known);
-      return base(
-        'UnknownField',
-        p,
-        `unknown field "${field}"`,
-        guess
-          ? `did you mean "${guess}"?`
-          : known.length > 0
-            ? `remove it; known fields here: ${known.join(', ')}`
-            : 'remove it',
-        true,
-      );
-    }
-    case 'required': {
-      const field = String(params.missingProperty);
-      const about = parent.properties?.[field]?.description;
-      return base(
-        'MissingField',
-        path,
-        `missing required field "${field}"`,
-        about ? `add "${field}:" (${lowerFirst(about).replace(/\.$/, '')})` : `add "${field}:"`,
-      );
-    }
-    case 'type':
-      return base(
-        'SchemaType',
-        path,
-        `expected ${typeWord(params.type)}, got ${describe(e.data)}`,
-        hint ?? fixForType(params.type, e.data) ?? `write ${typeWord(params.type)}`,
-      );
-    case 'enum': {
-      const allowed = (params.allowedValues as unknown[]).map(String);
-      const guess = typeof e.data === 'string' ? closest(e.data, allowed) : undefined;
-      return base(
-        'SchemaEnum',
-        path,
-        `${describe(e.data)} is not one of: ${allowed.join(', ')}`,
-        guess ? `did you mean "${guess}"?` : `use one of: ${allowed.join(', ')}`,
-      );
-    }
-    case 'const':
-      return base(
-        'SchemaConst',
-        path,
-        `must be ${JSON.stringify(params.allowedValue)}, got ${describe(e.data)}`,
-        `write ${JSON.stringify(params.allowedValue)}`,
-      );
-    case 'pattern':
-      return base(
-        'SchemaPattern',
-        path,
-        `${describe(e.data)} is not allowed here`,
-        hint ?? `it must match the pattern ${String(params.pattern)}`,
-      );
-    case 'maxLength':
-    case 'minLength': {
-      const limit = Number(params.limit);
-      const len = typeof e.data === 'string' ? e.data.length : 0;
-      const msg =
-        e.keyword === 'maxLength'
-          ? `is ${len} characters long, at most ${limit} allowed`
-          : limit === 1
-            ? 'must not be empty'
-            : `is ${len} characters long, at least ${limit} required`;
-      return base(
-        'SchemaLength',
-        path,
-        msg,
-        hint ?? (e.keyword === 'maxLength' ? `shorten it to ${limit} characters` : 'give a value'),
-      );
-    }
-    case 'minimum':
-    case 'maximum':
-    case 'exclusiveMinimum':
-    case 'exclusiveMaximum': {
-      const words: Record<string, string> = {
-        minimum: 'at least',
-        maximum: 'at most',
-        exclusiveMinimum: 'greater than',
-        exclusiveMaximum: 'less than',
-      };
-      const bound = `${words[e.keyword]} ${String(params.limit)}`;
-      return base(
-        'SchemaRange',
-        path,
-        `${describe(e.data)} is out of range: must be ${bound}`,
-        `use a value ${e.keyword.startsWith('exclusive') ? '' : 'of '}${bound}${parent.description ? ` (${lowerFirst(parent.description).replace(/\.$/, '')})` : ''}`,
-      );
-    }
-    case 'minItems':
-    case 'maxItems': {
-      const n = Array.isArray(e.data) ? e.data.length : 0;
-      const more = e.keyword === 'minItems';
-      return base(
-        'SchemaLength',
-        path,
-        `list has ${n} item${n === 1 ? '' : 's'}, ${more ? 'at least' : 'at most'} ${String(params.limit)} allowed`,
-        more ? `add at least ${String(params.limit)} item${params.limit === 1 ? '' : 's'}` : `remove items`,
-      );
-    }
-    case 'uniqueItems':
-      return base(
-        'SchemaUnique',
-        path,
-        `list has duplicate items (${String(params.j)} and ${String(params.i)})`,
-        'remove the duplicate',
-      );
-    case 'anyOf': {
-      const options = (parent.anyOf ?? []).map((s) => typeWord(s.type ?? 'value'));
-      return base(
-        'SchemaType',
-        path,
-        `expected ${options.join(' or ')}, got ${describe(e.data)}`,
-        `write ${options.join(' or ')}`,
-      );
-    }
-    default:
-      return base(
-        'SchemaViolation',
-        path,
-        e.message ?? 'invalid value',
-        hint ?? `see "adv schema" for what this field takes`,
-      );
-  }
+/** One ajv error, with the parts every explanation reads. */
+interface Failure {
+  keyword: string;
+  /** Where the failing value is. */
+  path: Path;
+  data: unknown;
+  params: Record<string, unknown>;
+  /** The schema that holds the failed keyword. */
+  schema: SchemaLike;
+  /** The schema's `x-hint`: a fix written for this field, preferred to a generic one where it applies. */
+  hint: string | undefined;
 }
+
+/** What to tell the user about a failure; `at` and `key` when it is shown elsewhere than the value. */
+interface Explanation {
+  code: string;
+  message: string;
+  fix?: string;
+  at?: Path;
+  key?: boolean;
+}
+
+/** One ajv error as a diagnostic, located at the value (or the key) it is about. */
+function toDiagnostic(e: ErrorObject, loc: Locator): Located {
+  const schema = (e.parentSchema ?? {}) as SchemaLike;
+  const failure: Failure = {
+    keyword: e.keyword,
+    path: pathOf(e.instancePath),
+    data: e.data,
+    params: e.params as Record<string, unknown>,
+    schema,
+    hint: schema['x-hint'],
+  };
+  const x = Object.hasOwn(EXPLAIN, e.keyword)
+    ? EXPLAIN[e.keyword]!(failure)
+    : explainOther(failure, e.message);
+  const at = x.at ?? failure.path;
+  return {
+    severity: 'error',
+    code: x.code,
+    ...loc.at(at, { key: x.key ?? false }),
+    path: formatPath(at),
+    message: x.message,
+    ...(x.fix ? { hint: x.fix } : {}),
+  };
+}
+
+/** A key the schema does not allow, shown at the key: a bad map key, or a field it does not know. */
+function explainExtraKey(f: Failure): Explanation {
+  const field = String(f.params.additionalProperty);
+  const at = [...f.path, field];
+  if (f.schema.patternProperties) {
+    const keySchema = Object.keys(f.schema.patternProperties)[0] ?? '';
+    return {
+      code: 'BadKey',
+      at,
+      key: true,
+      message: `key "${field}" is not allowed here (keys must match ${keySchema})`,
+      fix: keySchema.includes('A-Za-z_')
+        ? 'use letters, digits and "_", not starting with a digit (e.g. "LEARNING_RATE")'
+        : 'rename the key',
+    };
+  }
+  const known = Object.keys(f.schema.properties ?? {});
+  const guess = closest(field, known);
+  return {
+    code: 'UnknownField',
+    at,
+    key: true,
+    message: `unknown field "${field}"`,
+    fix: guess
+      ? `did you mean "${guess}"?`
+      : known.length > 0
+        ? `remove it; known fields here: ${known.join(', ')}`
+        : 'remove it',
+  };
+}
+
+function explainMissingField(f: Failure): Explanation {
+  const field = String(f.params.missingProperty);
+  const about = f.schema.properties?.[field]?.description;
+  return {
+    code: 'MissingField',
+    message: `missing required field "${field}"`,
+    fix: about ? `add "${field}:" (${asClause(about)})` : `add "${field}:"`,
+  };
+}
+
+function explainWrongType(f: Failure): Explanation {
+  return {
+    code: 'SchemaType',
+    message: `expected ${typeWord(f.params.type)}, got ${describe(f.data)}`,
+    fix: f.hint ?? fixForType(f.params.type, f.data) ?? `write ${typeWord(f.params.type)}`,
+  };
+}
+
+function explainNotInEnum(f: Failure): Explanation {
+  const allowed = (f.params.allowedValues as unknown[]).map(String);
+  const guess = typeof f.data === 'string' ? closest(f.data, allowed) : undefined;
+  return {
+    code: 'SchemaEnum',
+    message: `${describe(f.data)} is not one of: ${allowed.join(', ')}`,
+    fix: guess ? `did you mean "${guess}"?` : `use one of: ${allowed.join(', ')}`,
+  };
+}
+
+function explainNotConst(f: Failure): Explanation {
+  return {
+    code: 'SchemaConst',
+    message: `must be ${JSON.stringify(f.params.allowedValue)}, got ${describe(f.data)}`,
+    fix: `write ${JSON.stringify(f.params.allowedValue)}`,
+  };
+}
+
+function explainNoMatch(f: Failure): Explanation {
+  return {
+    code: 'SchemaPattern',
+    message: `${describe(f.data)} is not allowed here`,
+    fix: f.hint ?? `it must match the pattern ${String(f.params.pattern)}`,
+  };
+}
+
+function explainTooLong(f: Failure): Explanation {
+  const limit = Number(f.params.limit);
+  const len = typeof f.data === 'string' ? f.data.length : 0;
+  return {
+    code: 'SchemaLength',
+    message: `is ${len} characters long, at most ${limit} allowed`,
+    fix: f.hint ?? `shorten it to ${limit} characters`,
+  };
+}
+
+/** A minimum length of 1 means "not empty", and is said so. */
+function explainTooShort(f: Failure): Explanation {
+  const limit = Number(f.params.limit);
+  const len = typeof f.data === 'string' ? f.data.length : 0;
+  return {
+    code: 'SchemaLength',
+    message: limit === 1 ? 'must not be empty' : `is ${len} characters long, at least ${limit} required`,
+    fix: f.hint ?? 'give a value',
+  };
+}
+
+const boundWords: Record<string, string> = {
+  minimum: 'at least',
+  maximum: 'at most',
+  exclusiveMinimum: 'greater than',
+  exclusiveMaximum: 'less than',
+};
+
+/** The fix repeats the field's description: a bare bound rarely says what the number is. */
+function explainOutOfRange(f: Failure): Explanation {
+  const bound = `${boundWords[f.keyword]} ${String(f.params.limit)}`;
+  const of = f.keyword.startsWith('exclusive') ? '' : 'of ';
+  const about = f.schema.description ? ` (${asClause(f.schema.description)})` : '';
+  return {
+    code: 'SchemaRange',
+    message: `${describe(f.data)} is out of range: must be ${bound}`,
+    fix: `use a value ${of}${bound}${about}`,
+  };
+}
+
+function explainItemCount(f: Failure): Explanation {
+  const n = Array.isArray(f.data) ? f.data.length : 0;
+  const more = f.keyword === 'minItems';
+  const limit = String(f.params.limit);
+  return {
+    code: 'SchemaLength',
+    message: `list has ${n} item${n === 1 ? '' : 's'}, ${more ? 'at least' : 'at most'} ${limit} allowed`,
+    fix: more ? `add at least ${limit} item${f.params.limit === 1 ? '' : 's'}` : `remove items`,
+  };
+}
+
+function explainDuplicateItems(f: Failure): Explanation {
+  return {
+    code: 'SchemaUnique',
+    message: `list has duplicate items (${String(f.params.j)} and ${String(f.params.i)})`,
+    fix: 'remove the duplicate',
+  };
+}
+
+/** An `anyOf` left after `reduceErrors` matched no branch by type: name the types it takes. */
+function explainNoBranch(f: Failure): Explanation {
+  const options = (f.schema.anyOf ?? []).map((s) => typeWord(s.type ?? 'value'));
+  return {
+    code: 'SchemaType',
+    message: `expected ${options.join(' or ')}, got ${describe(f.data)}`,
+    fix: `write ${options.join(' or ')}`,
+  };
+}
+
+/** A keyword without its own wording: ajv's message. */
+function explainOther(f: Failure, ajvMessage: string | undefined): Explanation {
+  return {
+    code: 'SchemaViolation',
+    message: ajvMessage ?? 'invalid value',
+    fix: f.hint ?? `see "adv schema" for what this field takes`,
+  };
+}
+
+/** How a failure of each JSON Schema keyword is put into words; others go to `explainOther`. */
+const EXPLAIN: Readonly<Record<string, (f: Failure) => Explanation>> = {
+  additionalProperties: explainExtraKey,
+  required: explainMissingField,
+  type: explainWrongType,
+  enum: explainNotInEnum,
+  const: explainNotConst,
+  pattern: explainNoMatch,
+  maxLength: explainTooLong,
+  minLength: explainTooShort,
+  minimum: explainOutOfRange,
+  maximum: explainOutOfRange,
+  exclusiveMinimum: explainOutOfRange,
+  exclusiveMaximum: explainOutOfRange,
+  minItems: explainItemCount,
+  maxItems: explainItemCount,
+  uniqueItems: explainDuplicateItems,
+  anyOf: explainNoBranch,
+};
 
 function fixForType(type: unknown, data: unknown): string | undefined {
   if (type === 'integer' && typeof data === 'string' && /^\d+$/.test(data))
@@ -376,4 +449,9 @@ function fixForType(type: unknown, data: unknown): string | undefined {
 /** "Attempts that…" → "attempts that…", but "GPUs per node" stays. */
 function lowerFirst(s: string): string {
   return /^[A-Z][a-z]/.test(s) ? s.charAt(0).toLowerCase() + s.slice(1) : s;
+}
+
+/** A schema description as a clause inside a fix: "Attempts that fail." → "attempts that fail". */
+function asClause(description: string): string {
+  return lowerFirst(description).replace(/\.$/, '');
 }

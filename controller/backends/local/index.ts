@@ -4,14 +4,16 @@
  * Each job has a dir `<data-dir>/local/jobs/<job-name>/`: the code tree in `work/`, the output in
  * `output.log`, and the records `adv exec` writes (`exec.json`: pids; `exit.json`: how it ended).
  * The process runs in its own process group and outlives the controller; after a restart `find`
- * and `poll` read the same records, so nothing needs the controller's memory.
+ * and `poll` read the same records, so nothing needs the controller's memory. Its environment is
+ * a small base (`job-env.ts`) and what the controller resolved for the job: nothing else of the
+ * controller's own environment (tokens, cloud credentials) reaches it.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Type } from '@sinclair/typebox';
 import { advCommand } from '../../internal/self.js';
-import { runGit } from '../../git/native.js';
 import { isSameProcessAlive } from '../../../runtime/proc.js';
 import {
   CANCEL_FILE,
@@ -21,22 +23,25 @@ import {
   type ExecRecord,
   type ExitRecord,
 } from '../../../runtime/records.js';
-import type { Backend as BackendObject } from '../../spec/schema.js';
+import { optional, strict } from '../../spec/schema-kit.js';
+import { baseJobEnv } from '../job-env.js';
 import {
   JobState,
   observedFromExit,
+  type AdapterDescriptor,
   type Backend,
   type BackendContext,
-  type BackendFactory,
   type JobHandle,
   type JobRequest,
   type ObservedJob,
+  ONE_HOST_TRAITS,
 } from '../types.js';
 
 /** A job dir without exec.json this long after submission never started. */
 const START_TIMEOUT_MS = 60_000;
 const CANCEL_GRACE_MS = 10_000;
 
+/** The `local` adapter: detached `adv exec` processes with their records in a job dir each. */
 export class LocalBackend implements Backend {
   readonly type = 'local' as const;
   private readonly jobsDir: string;
@@ -65,7 +70,7 @@ export class LocalBackend implements Backend {
     }
     const work = join(dir, 'work');
     await mkdir(work, { recursive: true });
-    await exportTree(this.ctx.gitdir, job.code.commit, job.code.path, work);
+    await this.ctx.code.extractTo(job.code.commit, job.code.path, work);
     await writeFile(
       join(dir, 'request.json'),
       JSON.stringify({ ...job, env: Object.keys(job.env) }, null, 2),
@@ -92,7 +97,8 @@ export class LocalBackend implements Backend {
         cwd,
         detached: true,
         stdio: ['ignore', out, out],
-        env: { ...process.env, ...job.env, ...job.store?.env },
+        // Nothing of the controller's environment but the small base (job-env.ts).
+        env: { ...baseJobEnv(this.ctx.hostEnv ?? process.env), ...job.env, ...job.store?.env },
       },
     );
     closeSync(out);
@@ -194,29 +200,25 @@ export class LocalBackend implements Backend {
   }
 }
 
-/** Extracts `commit[:path]` of the repo at `gitdir` into `dest` with `git archive | tar`. */
-async function exportTree(
-  gitdir: string,
-  commit: string,
-  path: string | undefined,
-  dest: string,
-): Promise<void> {
-  const treeish = path ? `${commit}:${path}` : commit;
-  const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
-  if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);
-  await new Promise<void>((resolve, reject) => {
-    const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let err = '';
-    tar.stderr.on('data', (b: Buffer) => (err += b.toString()));
-    tar.on('error', reject);
-    tar.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar failed: ${err.trim()}`))));
-    tar.stdin.end(archive.stdout);
-  });
-}
+/** The `local:` block. */
+export const localSettings = {
+  block: 'local',
+  required: false,
+  schema: strict(
+    {
+      workDir: optional(Type.String({ description: 'Where job work dirs go. Default `<data-dir>/local`.' })),
+    },
+    '`local` settings.',
+  ),
+} as const;
 
-export const localBackend: BackendFactory = {
+/** `local`: processes on the controller's machine; one host, no scheduler, no capacity report. */
+export const localBackend: AdapterDescriptor<'local', typeof localSettings> = {
   type: 'local',
-  create(spec: BackendObject, ctx: BackendContext) {
+  settings: localSettings,
+  needsConnection: false,
+  traits: ONE_HOST_TRAITS,
+  create(spec, ctx) {
     return new LocalBackend(spec.metadata.name, ctx, spec.spec.local?.workDir);
   },
 };

@@ -1,189 +1,67 @@
 /**
- * `slurm`: a cluster behind a login node, driven over the same SSH transport as `ssh`. A job is an
- * `sbatch --parsable` of a generated batch script whose directives come from the run's resources
- * and the backend's defaults; `srun` starts the bootstrap on every node, with the JAX multi-host
- * contract in the environment. One poll is one SSH command running `squeue` and
- * `scontrol -o show job` (accounting off) for every job at once.
+ * `slurm`: a cluster behind a login node, reached over SSH through the same remote-host module as
+ * `ssh` (payloads, job dirs, the bootstrap). A job is an `sbatch --parsable` of a generated batch
+ * script whose directives come from the run's resources and the backend's defaults; `srun` starts
+ * the bootstrap on every node, with the JAX multi-host contract in the environment. One poll is
+ * one SSH command running `scontrol -o show job` (accounting off) for every job at once.
  */
 import { shellQuote } from '../../internal/shell.js';
 import type { Backend as BackendObject, RunSpec } from '../../spec/schema.js';
-import { SshBackend } from '../ssh/index.js';
-import { packFiles } from '../ssh/payload.js';
+import { packFiles } from '../remote/pack.js';
+import { sshHostOf, type RemoteHost } from '../remote/host.js';
 import {
   JobState,
   unobservable,
+  type AdapterDescriptor,
+  type Backend,
   type BackendContext,
-  type BackendFactory,
+  type Capacity,
   type JobHandle,
   type JobRequest,
   type ObservedJob,
   type SubmitResult,
-  type Capacity,
 } from '../types.js';
+import { mapSlurmState, parseScontrol, parseSinfoCapacity, slurmMem, type SlurmJobInfo } from './parse.js';
+import { slurmRules, slurmSettings } from './settings.js';
 
-export interface SlurmJobInfo {
-  jobId: string;
-  jobName: string;
-  state: string;
-  reason: string;
-  exitCode?: number;
-  signal?: number;
-  startTime?: string;
-  endTime?: string;
-  restarts?: number;
-}
-
-/** Parses `scontrol -o show job` output: one `Key=Value …` line per job. */
-export function parseScontrol(text: string): SlurmJobInfo[] {
-  const out: SlurmJobInfo[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('JobId=')) continue;
-    const get = (k: string) => new RegExp(`(?:^| )${k}=(\\S*)`).exec(line)?.[1];
-    const [code, sig] = (get('ExitCode') ?? '').split(':').map(Number);
-    const time = (t?: string) =>
-      t && t !== 'Unknown' && t !== 'None' ? new Date(t).toISOString() : undefined;
-    const st = time(get('StartTime'));
-    const et = time(get('EndTime'));
-    out.push({
-      jobId: get('JobId')!,
-      jobName: get('JobName') ?? '',
-      state: get('JobState') ?? 'UNKNOWN',
-      reason: get('Reason') ?? 'None',
-      ...(code !== undefined && !Number.isNaN(code) ? { exitCode: code } : {}),
-      ...(sig ? { signal: sig } : {}),
-      ...(st ? { startTime: st } : {}),
-      ...(et ? { endTime: et } : {}),
-      restarts: Number(get('Restarts') ?? 0),
-    });
-  }
-  return out;
-}
+export { mapSlurmState, parseGres, parseScontrol, parseSinfoCapacity, type SlurmJobInfo } from './parse.js';
 
 /**
- * Every SLURM state, mapped to an observed state and a reason the failover logic can use:
- * preemption and node/boot failures are infrastructure (a new attempt elsewhere); a non-zero exit,
- * OOM, a deadline and the time limit are the run's own.
+ * Find-or-sbatch on the login node, for the job dirs that arrive as a tar on stdin: one line per
+ * job, `<name> found|ok|error <id or message>`.
  */
-export function mapSlurmState(
-  j: SlurmJobInfo,
-): Pick<ObservedJob, 'state' | 'reason' | 'message' | 'exitCode'> {
-  const exit = j.exitCode !== undefined ? { exitCode: j.exitCode } : {};
-  switch (j.state.replace(/\+$/, '')) {
-    case 'PENDING':
-    case 'REQUEUED':
-    case 'REQUEUE_HOLD':
-    case 'REQUEUE_FED':
-    case 'SUSPENDED':
-    case 'STOPPED':
-    case 'RESV_DEL_HOLD':
-      return { state: JobState.Pending, reason: j.state, message: `pending: ${j.reason}` };
-    case 'CONFIGURING':
-    case 'RUNNING':
-    case 'COMPLETING':
-    case 'RESIZING':
-    case 'SIGNALING':
-    case 'STAGE_OUT':
-      return { state: JobState.Running, reason: j.state };
-    case 'COMPLETED':
-      return j.exitCode
-        ? { state: JobState.Failed, reason: 'NonZeroExitCode', ...exit }
-        : { state: JobState.Succeeded, reason: 'COMPLETED', ...exit };
-    case 'FAILED':
-      return {
-        state: JobState.Failed,
-        reason: j.reason === 'None' ? 'FAILED' : j.reason,
-        message: `FAILED, exit code ${j.exitCode ?? '?'}`,
-        ...exit,
-      };
-    case 'OUT_OF_MEMORY':
-      return {
-        state: JobState.Failed,
-        reason: 'OUT_OF_MEMORY',
-        message: 'the job ran out of memory',
-        ...exit,
-      };
-    case 'TIMEOUT':
-      return {
-        state: JobState.Failed,
-        reason: 'TIMEOUT',
-        message: 'the job reached its time limit',
-        ...exit,
-      };
-    case 'DEADLINE':
-      return { state: JobState.Failed, reason: 'DEADLINE', message: 'the job reached its deadline', ...exit };
-    case 'CANCELLED':
-      return {
-        state: JobState.Cancelled,
-        reason: 'CANCELLED',
-        message: `cancelled on the cluster (${j.reason})`,
-        ...exit,
-      };
-    case 'REVOKED':
-      return {
-        state: JobState.Cancelled,
-        reason: 'REVOKED',
-        message: 'revoked: a sibling of this federated job started on another cluster',
-        ...exit,
-      };
-    case 'SPECIAL_EXIT':
-      return {
-        state: JobState.Failed,
-        reason: 'SPECIAL_EXIT',
-        message: `the job exited with a special exit code (${j.exitCode ?? '?'}) and was held`,
-        ...exit,
-      };
-    case 'PREEMPTED':
-      return {
-        state: JobState.Preempted,
-        reason: 'PREEMPTED',
-        message: 'preempted by a higher-priority job',
-        ...exit,
-      };
-    case 'NODE_FAIL':
-      return { state: JobState.Lost, reason: 'NODE_FAIL', message: 'a node of the job failed', ...exit };
-    case 'BOOT_FAIL':
-      return { state: JobState.Lost, reason: 'BOOT_FAIL', message: 'a node failed to boot', ...exit };
-    default:
-      return { state: JobState.Unknown, reason: j.state, message: `unrecognised SLURM state ${j.state}` };
-  }
-}
+const SUBMIT_MANY = `set -u
+mkdir -p "$1" && cd "$1" && umask 077 && tar -xf - || exit 1
+shift
+# Every job SLURM knows (queued, running, or finished within MinJobAge), one name-and-id per
+# line; looked up with shell patterns, so N jobs cost N sbatch calls and no other process.
+known="
+$(scontrol -o show job 2>/dev/null | sed -n 's/^JobId=\\([0-9]*\\) JobName=\\([^ ]*\\).*/\\2 \\1/p')
+"
+# Known names answer at once (on fd 3); the rest go to sbatch, four at a time.
+exec 3>&1
+for j in "$@"; do
+  case "$known" in
+    *"
+$j "*) id=\${known##*"
+$j "}; printf '%s found %s\\n' "$j" "\${id%%"
+"*}" >&3; continue ;;
+  esac
+  printf '%s\\n' "$j"
+done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1); then printf "%s ok %s\\n" "$1" "$out"; else printf "%s error %s\\n" "$1" "$(printf %s "$out" | tr "\\n" " ")"; fi' sh`;
 
-/** `gpu:2`, `gpu:h100:8(S:0-1)`, `gpu:a100:1(IDX:0),shard:4` → GPUs by type (`any` when untyped). */
-export function parseGres(field: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const part of field.replace(/\([^)]*\)/g, '').split(',')) {
-    const bits = part.split(':');
-    if (bits[0] !== 'gpu') continue;
-    const count = Number(bits.at(-1));
-    if (!Number.isFinite(count)) continue;
-    const type = bits.length >= 3 ? bits[1]! : 'any';
-    out.set(type, (out.get(type) ?? 0) + count);
-  }
-  return out;
-}
+/** The `slurm` adapter: job dirs through a `RemoteHost` on the login node, then sbatch/scontrol/sinfo. */
+export class SlurmBackend implements Backend {
+  readonly type = 'slurm' as const;
+  readonly host: RemoteHost;
 
-/** Free GPUs per partition and type from `sinfo -N -O NodeList,Partition,Gres,GresUsed,StateCompact` (`|`-separated). */
-export function parseSinfoCapacity(text: string): NonNullable<Capacity['partitions']> {
-  const acc = new Map<string, { partition: string; gpuType: string; totalGpus: number; freeGpus: number }>();
-  for (const line of text.split('\n')) {
-    const [, partitionRaw, gres, used, state] = line.split('|').map((x) => x.trim());
-    if (!partitionRaw || gres === undefined || used === undefined || !state) continue;
-    const partition = partitionRaw.replace(/\*$/, '');
-    const usable = !/down|drain|fail|maint|unk|boot|futr|inval|npc|plnd|pow/i.test(state);
-    const usedBy = parseGres(used);
-    for (const [type, total] of parseGres(gres)) {
-      const key = `${partition}|${type}`;
-      const row = acc.get(key) ?? { partition, gpuType: type, totalGpus: 0, freeGpus: 0 };
-      row.totalGpus += total;
-      if (usable) row.freeGpus += Math.max(0, total - (usedBy.get(type) ?? usedBy.get('any') ?? 0));
-      acc.set(key, row);
-    }
+  constructor(
+    readonly name: string,
+    private readonly spec: BackendObject['spec'],
+    private readonly ctx: BackendContext,
+  ) {
+    this.host = sshHostOf(spec, ctx);
   }
-  return [...acc.values()];
-}
-
-export class SlurmBackend extends SshBackend {
-  override readonly type = 'slurm' as const;
 
   /** `#SBATCH` lines for a run, from its resources and the backend's defaults. */
   directives(job: JobRequest, dir: string): string[] {
@@ -244,7 +122,7 @@ export class SlurmBackend extends SshBackend {
     ].join('\n');
   }
 
-  override async submit(job: JobRequest): Promise<JobHandle> {
+  async submit(job: JobRequest): Promise<JobHandle> {
     const [r] = await this.submitMany([job]);
     if (r instanceof Error) throw r;
     return r!;
@@ -255,43 +133,24 @@ export class SlurmBackend extends SshBackend {
    * login node runs one `sbatch` each (a login shell per SSH command costs ~70 ms here, an sbatch
    * ~4 ms). Idempotent by name: a job already queued or running under that name is returned.
    */
-  override async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
     if (!jobs.length) return [];
-    const work = await this.workRoot();
+    const work = await this.host.workRoot();
     const files: { name: string; body: string; mode?: number }[] = [];
     for (const job of jobs) {
-      const { dir, env, runSh } = await this.prepare(job);
+      const { dir, env, runSh } = await this.host.prepare(job);
       files.push(
         { name: `${job.jobName}/env`, body: env },
         { name: `${job.jobName}/run.sh`, body: runSh },
         { name: `${job.jobName}/job.sbatch`, body: this.batchScript(job, dir) },
       );
     }
-    const script = `set -u
-mkdir -p "$1" && cd "$1" && umask 077 && tar -xf - || exit 1
-shift
-# Every job SLURM knows (queued, running, or finished within MinJobAge), one name-and-id per
-# line; looked up with shell patterns, so N jobs cost N sbatch calls and no other process.
-known="
-$(scontrol -o show job 2>/dev/null | sed -n 's/^JobId=\\([0-9]*\\) JobName=\\([^ ]*\\).*/\\2 \\1/p')
-"
-# Known names answer at once (on fd 3); the rest go to sbatch, four at a time.
-exec 3>&1
-for j in "$@"; do
-  case "$known" in
-    *"
-$j "*) id=\${known##*"
-$j "}; printf '%s found %s\\n' "$j" "\${id%%"
-"*}" >&3; continue ;;
-  esac
-  printf '%s\\n' "$j"
-done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1); then printf "%s ok %s\\n" "$1" "$out"; else printf "%s error %s\\n" "$1" "$(printf %s "$out" | tr "\\n" " ")"; fi' sh`;
-    const tar = await packFiles(files);
-    const r = await this.transport.exec(['sh', '-c', script, 'sh', work, ...jobs.map((j) => j.jobName)], {
-      input: tar,
-    });
-    if (r.code !== 0)
-      throw new Error(`submitting to ${this.transport.where} failed (exit ${r.code}): ${r.stderr.trim()}`);
+    const where = this.host.where;
+    const r = await this.host.transport.exec(
+      ['sh', '-c', SUBMIT_MANY, 'sh', work, ...jobs.map((j) => j.jobName)],
+      { input: await packFiles(files) },
+    );
+    if (r.code !== 0) throw new Error(`submitting to ${where} failed (exit ${r.code}): ${r.stderr.trim()}`);
     const lines = new Map(
       r.stdout
         .toString()
@@ -304,9 +163,8 @@ done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1
     );
     return jobs.map((job) => {
       const line = lines.get(job.jobName);
-      if (!line) return new Error(`no answer from ${this.transport.where} for ${job.jobName}`);
-      if (line.status === 'error')
-        return new Error(`sbatch on ${this.transport.where} refused the job: ${line.text}`);
+      if (!line) return new Error(`no answer from ${where} for ${job.jobName}`);
+      if (line.status === 'error') return new Error(`sbatch on ${where} refused the job: ${line.text}`);
       const jobId = line.text.split(';')[0]!;
       this.ctx.logger.info(
         { job: job.jobName, jobId, adopted: line.status === 'found' },
@@ -322,11 +180,11 @@ done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1
   }
 
   private async jobs(): Promise<SlurmJobInfo[]> {
-    return parseScontrol(await this.run(['scontrol', '-o', 'show', 'job']));
+    return parseScontrol(await this.host.run(['scontrol', '-o', 'show', 'job']));
   }
 
-  override async find(jobName: string): Promise<JobHandle | undefined> {
-    const r = await this.transport.exec(['squeue', '-h', '-n', jobName, '-o', '%i']);
+  async find(jobName: string): Promise<JobHandle | undefined> {
+    const r = await this.host.transport.exec(['squeue', '-h', '-n', jobName, '-o', '%i']);
     const live = r.code === 0 ? r.stdout.toString().trim().split('\n').filter(Boolean) : [];
     if (live.length) return { backend: this.name, jobName, jobId: live[0]! };
     const done = (await this.jobs()).filter((j) => j.jobName === jobName);
@@ -334,7 +192,7 @@ done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1
     return last ? { backend: this.name, jobName, jobId: last.jobId } : undefined;
   }
 
-  override async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
+  async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
     if (!handles.length) return [];
     let infos: Map<string, SlurmJobInfo>;
     try {
@@ -363,43 +221,50 @@ done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1
   }
 
   /** Free GPUs per partition and type, from one `sinfo` (a node in several partitions counts in each). */
-  override async capacity(): Promise<Capacity> {
+  async capacity(): Promise<Capacity> {
     const partitions = parseSinfoCapacity(
-      await this.run(['sinfo', '-h', '-N', '-O', 'NodeList:|,Partition:|,Gres:|,GresUsed:|,StateCompact:|']),
+      await this.host.run([
+        'sinfo',
+        '-h',
+        '-N',
+        '-O',
+        'NodeList:|,Partition:|,Gres:|,GresUsed:|,StateCompact:|',
+      ]),
     );
     const allowed = new Set((this.spec.slurm?.partitions ?? []).map((p) => p.name));
     const mine = allowed.size ? partitions.filter((p) => allowed.has(p.partition)) : partitions;
     return { freeGpus: Math.max(0, ...mine.map((p) => p.freeGpus)), partitions: mine };
   }
 
-  override async cancel(h: JobHandle): Promise<void> {
-    const dir = `${await this.workRoot()}/${h.jobName}`;
-    await this.transport.exec(['sh', '-c', 'touch "$1/cancel-requested" 2>/dev/null; true', 'sh', dir]);
-    await this.run(['scancel', h.jobId]);
+  async cancel(h: JobHandle): Promise<void> {
+    await this.host.markCancelRequested(h.jobName);
+    await this.host.run(['scancel', h.jobId]);
+  }
+
+  logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
+    return this.host.logs(h.jobName, opts);
+  }
+
+  async close(): Promise<void> {
+    this.host.close();
   }
 }
 
-/** Kubernetes-style memory (`64Gi`) to sbatch's `--mem` (`65536M`). */
-function slurmMem(q: string): string {
-  const m = /^([0-9.]+)(Ki|Mi|Gi|Ti|K|M|G|T)?$/.exec(q);
-  if (!m) return q;
-  const mult: Record<string, number> = {
-    Ki: 1 / 1024,
-    Mi: 1,
-    Gi: 1024,
-    Ti: 1024 * 1024,
-    K: 1 / 1000,
-    M: 1,
-    G: 1000,
-    T: 1_000_000,
-  };
-  const mib = Number(m[1]) * (m[2] ? mult[m[2]]! : 1 / (1024 * 1024));
-  return `${Math.max(1, Math.ceil(mib))}M`;
-}
-
-export const slurmBackend: BackendFactory = {
+/** `slurm`: a batch scheduler holds jobs until they fit, and a job may span nodes. */
+export const slurmBackend: AdapterDescriptor<'slurm', typeof slurmSettings> = {
   type: 'slurm',
-  create(spec: BackendObject, ctx: BackendContext) {
+  settings: slurmSettings,
+  needsConnection: true,
+  rules: slurmRules,
+  traits: {
+    queuesWhenFull: true,
+    multiNode: true,
+    tpus: false,
+    reportsCapacity: true,
+    // SLURM takes long names; 63 keeps the names every earlier version gave (adoption finds them).
+    jobNameMax: 63,
+  },
+  create(spec, ctx) {
     return new SlurmBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

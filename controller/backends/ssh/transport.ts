@@ -27,6 +27,20 @@ export interface SshConnection {
   proxyJump?: string;
 }
 
+/** The transport target of a Backend's `connection` (its fields are the same; absent ones stay absent). */
+export function sshTargetOf(c: SshConnection): SshConnection {
+  return {
+    host: c.host,
+    ...(c.port ? { port: c.port } : {}),
+    ...(c.user ? { user: c.user } : {}),
+    ...(c.identityFile ? { identityFile: c.identityFile } : {}),
+    ...(c.knownHostsFile ? { knownHostsFile: c.knownHostsFile } : {}),
+    ...(c.hostKeyPolicy ? { hostKeyPolicy: c.hostKeyPolicy } : {}),
+    ...(c.keepaliveSec ? { keepaliveSec: c.keepaliveSec } : {}),
+    ...(c.proxyJump ? { proxyJump: c.proxyJump } : {}),
+  };
+}
+
 export interface ExecResult {
   code: number;
   stdout: Buffer;
@@ -311,3 +325,6 @@ export class SshTransport {
     this.jump?.close();
   }
 }
+
+/** The `SshTransportFactory` the controller injects into adapters: one real ssh2 connection per target. */
+export const defaultSshTransport = (target: SshConnection): SshTransport => new SshTransport(target);

@@ -2,10 +2,24 @@
  * Code shipping: the run's code is a git tree; its payload is a deterministic tar.gz of that tree
  * (sorted paths, mtime 0, owner 0, modes from git), so the same tree always gives the same bytes
  * and a second run of the same commit ships nothing. Named by tree id.
+ *
+ * Adapters get this as `ctx.code` (a `CodeExporter`) and never open git themselves.
  */
+import { spawn } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
-import type { GitPort } from '../../git/port.js';
+import { runGit } from '../git/native.js';
+import type { GitPort } from '../git/port.js';
+import type { CodeExporter } from './types.js';
+
+/** The `CodeExporter` over a git port: trees and payloads through the port, extraction by `git archive`. */
+export function gitCodeExporter(git: GitPort): CodeExporter {
+  return {
+    treeOf: (commit, path) => codeTree(git, commit, path),
+    payload: (tree) => buildPayload(git, tree),
+    extractTo: (commit, path, dest) => extractTree(git.gitdir, commit, path, dest),
+  };
+}
 
 /** Every file of a tree, depth first, sorted: [path, mode, blob id]. */
 async function walk(git: GitPort, tree: string, prefix = ''): Promise<[string, string, string][]> {
@@ -21,24 +35,7 @@ async function walk(git: GitPort, tree: string, prefix = ''): Promise<[string, s
   return out;
 }
 
-/** A tar of small files (job dirs sent in one go), deterministic like the code payload. */
-export async function packFiles(
-  files: readonly { name: string; body: string | Buffer; mode?: number }[],
-): Promise<Buffer> {
-  const tar = pack();
-  const chunks: Buffer[] = [];
-  tar.on('data', (b: unknown) => chunks.push(b as Buffer));
-  const ended = new Promise<void>((r) => tar.on('end', () => r()));
-  for (const f of files)
-    tar.entry(
-      { name: f.name, mode: f.mode ?? 0o600, mtime: new Date(0), uid: 0, gid: 0, uname: '', gname: '' },
-      Buffer.from(f.body),
-    );
-  tar.finalize();
-  await ended;
-  return Buffer.concat(chunks);
-}
-
+/** The deterministic tar.gz of a tree: the same tree gives the same bytes. */
 export async function buildPayload(git: GitPort, tree: string): Promise<Buffer> {
   const files = await walk(git, tree);
   const blobs = await git.readBlobs(files.map(([, , oid]) => oid));
@@ -68,3 +65,26 @@ export async function codeTree(git: GitPort, commit: string, path?: string): Pro
   }
   return tree;
 }
+
+/** Extracts `commit[:path]` of the repo at `gitdir` into `dest` with `git archive | tar`. */
+async function extractTree(
+  gitdir: string,
+  commit: string,
+  path: string | undefined,
+  dest: string,
+): Promise<void> {
+  const treeish = path ? `${commit}:${path}` : commit;
+  const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
+  if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);
+  await new Promise<void>((resolve, reject) => {
+    const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    tar.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    tar.on('error', reject);
+    tar.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar failed: ${err.trim()}`))));
+    tar.stdin.end(archive.stdout);
+  });
+}
+
+/** The other side effect the controller injects into adapters (`BackendContext.ssh`): a real ssh2 transport. */
+export { defaultSshTransport } from './ssh/transport.js';

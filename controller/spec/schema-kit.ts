@@ -1,0 +1,44 @@
+/**
+ * The building blocks of the spec schemas, apart from the kinds themselves: `schema.ts` declares
+ * the kinds with them, and each backend folder declares its settings block with them. Backend
+ * folders import this module, never `schema.ts` (which imports the backend registry): that keeps
+ * the import graph free of cycles.
+ */
+import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
+
+/** DNS-1123 subdomain: lowercase alphanumerics, '-' and '.', starting and ending alphanumeric. */
+export const DNS1123_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+/** DNS-1123 label: like a subdomain without dots (DAG node ids, partitions-as-names). */
+export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+/** POSIX-portable environment variable name. */
+export const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$';
+
+/** An object that refuses unknown fields (a typo is an error, not a silently ignored key). */
+export const strict = <T extends TProperties>(
+  props: T,
+  description: string,
+  extra: object = {},
+): TObject<T> => Type.Object(props, { additionalProperties: false, description, ...extra });
+
+/** An optional field. */
+export const optional = <T extends TSchema>(schema: T) => Type.Optional(schema);
+
+/** A string enum as JSON Schema `enum` (one clear error, unlike a union of literals). */
+export const StringEnum = <const T extends readonly string[]>(values: T, description: string) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
+
+/** A value that may also be null, as `type: [T, "null"]`. */
+export const Nullable = <T extends 'string' | 'integer'>(type: T, extra: object = {}) =>
+  Type.Unsafe<(T extends 'string' ? string : number) | null>({ type: [type, 'null'], ...extra });
+
+/** A map whose keys must match `keyPattern`; other keys are errors (TypeBox omits that by default). */
+export const KeyedMap = <V extends TSchema>(keyPattern: string, value: V, description: string) =>
+  Type.Record(Type.String({ pattern: keyPattern }), value, { description, additionalProperties: false });
+
+/** A map of label-like keys to strings (labels, annotations). */
+export const StringMap = (description: string) =>
+  KeyedMap(
+    '^[A-Za-z0-9]([-A-Za-z0-9_./]{0,251}[A-Za-z0-9])?$',
+    Type.String({ maxLength: 4096 }),
+    description,
+  );
