@@ -3,6 +3,7 @@
  * loss. All through the pure planner, as the controller calls it.
  */
 import { describe, expect, it } from 'vitest';
+import { descriptorFor } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { Attempt, RunStatusDoc } from '../status/types.js';
@@ -12,8 +13,8 @@ import type { BackendInfo } from './solver.js';
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();
 const backends: BackendInfo[] = [
-  { name: 'slurm-local', spec: { type: 'slurm' }, usable: true },
-  { name: 'ssh-local', spec: { type: 'ssh' }, usable: true },
+  { name: 'slurm-local', spec: { type: 'slurm' }, traits: descriptorFor('slurm')!.traits, usable: true },
+  { name: 'ssh-local', spec: { type: 'ssh' }, traits: descriptorFor('ssh')!.traits, usable: true },
 ];
 const ctx = (now = T0, over: Partial<PlanContext> = {}): PlanContext => ({
   now,

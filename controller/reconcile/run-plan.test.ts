@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { descriptorFor } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { RunStatusDoc } from '../status/types.js';
@@ -16,6 +17,7 @@ const T0 = Date.parse('2026-11-22T12:00:00Z');
 const backend = (name: string, extra: Partial<BackendInfo> = {}): BackendInfo => ({
   name,
   spec: { type: 'local' },
+  traits: descriptorFor('local')!.traits,
   usable: true,
   ...extra,
 });
@@ -288,7 +290,10 @@ describe('planRun', () => {
   it('records the heartbeat’s checkpoint, and marks Lost when the heartbeat is too old', () => {
     const hb = {
       time: new Date(T0).toISOString(),
+      run: 'r',
       attempt: 1,
+      host: 'node-1',
+      pid: 4242,
       restoredFrom: 40,
       lastCheckpoint: { step: 60, createdAt: 'c', uri: 'file:///s/runs/r/ckpt/60/' },
     };
@@ -336,5 +341,45 @@ describe('planRun', () => {
       ctx({ controllerId: 'other', now: T0 + SUBMIT_TAKEOVER_MS }),
     );
     expect(stale.actions).toHaveLength(1);
+  });
+});
+
+describe('stalled: a human must act', () => {
+  const cond = (doc: RunStatusDoc, type: string) => doc.status.conditions.find((c) => c.type === type);
+  it.each([
+    {
+      title: 'a secret that is not set',
+      spec: { ...base, secrets: ['WANDB_API_KEY'] },
+      broken: ctx({
+        missingSecrets: (names) =>
+          `secret ${names.join(', ')} is not set: looked in the controller's environment`,
+      }),
+      fixed: ctx({ missingSecrets: () => undefined }),
+      reason: 'SecretMissing',
+      message:
+        "secret WANDB_API_KEY is not set: looked in the controller's environment; set it in the controller's environment, then adv reconcile run r",
+    },
+    {
+      title: 'a code ref that does not exist',
+      spec: { ...base, code: { ref: 'v2' } },
+      broken: ctx(),
+      fixed: ctx({ codeRefs: new Map([['v2', 'e'.repeat(40)]]) }),
+      reason: 'CodeRefNotFound',
+      message: 'code.ref "v2" does not name a branch, tag or commit of the repository',
+    },
+  ])('$title: Pending and Stalled, with no retry; once fixed it schedules', (row) => {
+    const p = planRun({ name: 'r', desired: desired(row.spec) }, row.broken);
+    expect(p.doc!.status).toMatchObject({ phase: 'Pending', reason: row.reason, message: row.message });
+    expect(cond(p.doc!, 'Stalled')).toMatchObject({ status: 'True', reason: row.reason });
+    expect(cond(p.doc!, 'Scheduled')).toMatchObject({ status: 'False', reason: row.reason });
+    // No attempt (so nothing counts against a backend), no action, no timer.
+    expect(p.doc!.status.attempts).toEqual([]);
+    expect(p.actions).toEqual([]);
+    expect(p.requeueAfterMs).toBeUndefined();
+    const again = planRun({ name: 'r', desired: desired(row.spec), current: p.doc! }, row.broken);
+    expect(again.doc).toBe(p.doc);
+    const fixed = planRun({ name: 'r', desired: desired(row.spec), current: p.doc! }, row.fixed);
+    expect(fixed.actions.map((a) => a.type)).toEqual(['submit']);
+    expect(cond(fixed.doc!, 'Stalled')).toBeUndefined();
   });
 });

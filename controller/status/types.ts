@@ -5,6 +5,7 @@
 import type { EndClass } from '../reconcile/classify.js';
 import type { DagSpec, RunSpec } from '../spec/schema.js';
 
+/** A run's (or DAG's) phase, as `adv get` shows it. */
 export const Phase = {
   Pending: 'Pending',
   Scheduling: 'Scheduling',
@@ -18,7 +19,8 @@ export const Phase = {
 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
-export const TERMINAL_PHASES: ReadonlySet<Phase> = new Set([Phase.Succeeded, Phase.Failed, Phase.Cancelled]);
+/** Kept here for existing imports; every set of phases lives in phases.ts. */
+export { TERMINAL_PHASES } from './phases.js';
 
 /** An attempt's own phase: `Submitting` is the write-ahead record made before the backend is asked. */
 export const AttemptPhase = { Submitting: 'Submitting', ...Phase } as const;
@@ -42,6 +44,11 @@ export const ConditionType = {
   Lost: 'Lost',
   /** (Backend) It failed several runs in a row; the solver tries it after the others. */
   Degraded: 'Degraded',
+  /**
+   * A human must act (a secret is not set, `code.ref` names nothing): the controller does not
+   * retry on a timer, and it is not counted against the backend. Removed once nothing stalls the run.
+   */
+  Stalled: 'Stalled',
 } as const;
 
 /** Reasons, as constants so tests and users can match on them. */
@@ -70,8 +77,13 @@ export const Reason = {
   TotalTimeExceeded: 'TotalTimeExceeded',
   /** The job could not be observed past the threshold and sent no heartbeat. */
   Unreachable: 'Unreachable',
+  /** `code.ref` names no branch, tag or commit of the repository (stalled). */
+  CodeRefNotFound: 'CodeRefNotFound',
+  /** A secret in `spec.secrets` is not set where the controller looks for it (stalled). */
+  SecretMissing: 'SecretMissing',
 } as const;
 
+/** One aspect of a status, Kubernetes-style: True, False or Unknown, with the reason why. */
 export interface Condition {
   type: string;
   status: 'True' | 'False' | 'Unknown';
@@ -81,6 +93,7 @@ export interface Condition {
   observedGeneration?: string;
 }
 
+/** One submission of a run to a backend, and how it went. */
 export interface Attempt {
   n: number;
   backend: string;
@@ -118,16 +131,10 @@ export interface CheckpointRef {
   uri: string;
 }
 
-/** What `adv exec` writes to `runs/<run>/attempts/<n>/heartbeat.json`. */
-export interface Heartbeat {
-  time: string;
-  attempt: number;
-  host?: string;
-  restoredFrom?: number;
-  lastCheckpoint?: CheckpointRef;
-  uploading?: number;
-}
+/** What `adv exec` writes to `runs/<run>/attempts/<n>/heartbeat.json`: one type for writer and reader. */
+export type { Heartbeat } from '../../runtime/heartbeat.js';
 
+/** A Run's status: its phase, conditions and every attempt. */
 export interface RunStatus {
   phase: Phase;
   /** When the controller first saw the run. */
@@ -159,6 +166,7 @@ export interface RunStatus {
   checkpoint?: CheckpointRef;
 }
 
+/** A Run's status file on the status branch. */
 export interface RunStatusDoc {
   apiVersion: 'adventuretime.dev/v1alpha1';
   kind: 'RunStatus';
@@ -168,6 +176,7 @@ export interface RunStatusDoc {
   status: RunStatus;
 }
 
+/** A Backend's status file: its health as the controller saw it. */
 export interface BackendStatusDoc {
   apiVersion: 'adventuretime.dev/v1alpha1';
   kind: 'BackendStatus';
@@ -197,6 +206,7 @@ export interface DagNodeStatus {
   since?: string;
 }
 
+/** A DAG's status file: its phase and every node's. */
 export interface DagStatusDoc {
   apiVersion: 'adventuretime.dev/v1alpha1';
   kind: 'DAGStatus';
@@ -219,11 +229,13 @@ export interface DagStatusDoc {
   };
 }
 
+/** Any status file. */
 export type StatusDoc =
   RunStatusDoc | BackendStatusDoc | DagStatusDoc | { kind: string; metadata: { name: string } };
 
 /** Folder of each status kind on the status branch. */
 export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends' } as const;
+/** A kind that has status files. */
 export type StatusKind = keyof typeof STATUS_DIRS;
 
 /** Sets or replaces a condition, keeping lastTransitionTime when the status did not change. */
@@ -250,6 +262,7 @@ export function setCondition(
   return [...list.filter((x) => x.type !== c.type), next];
 }
 
+/** Removes a condition; the same list when it had none, so callers can tell nothing changed. */
 export function removeCondition(list: Condition[], type: string): Condition[] {
   return list.some((c) => c.type === type) ? list.filter((c) => c.type !== type) : list;
 }
