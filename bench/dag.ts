@@ -62,7 +62,7 @@ for (;;) {
   for (const [k, v] of after) if (before.get(k) !== v) changed++;
   before = after;
   passes.push({ changed, cpu: (u.user + u.system) / 1000, wall });
-  const dag = c.dagStatus('big');
+  const dag = c.view.dagStatus('big');
   if (dag?.status.phase === 'Succeeded' || dag?.status.phase === 'Failed') break;
   if (Date.now() - t0 > 30 * 60_000) throw new Error('timed out');
   await new Promise((r) => setTimeout(r, 50));

@@ -31,3 +31,24 @@ export class AdvError<D extends object = Record<string, unknown>> extends Error 
 }
 
 export const isAdvError = (e: unknown): e is AdvError => e instanceof AdvError;
+
+/**
+ * A reconcile that cannot go on until a person changes something (a bad Backend spec, a missing
+ * secret, an unknown code ref): it is not retried until its inputs change, and never counts against
+ * a backend's health. `reason` becomes the run's reason and its `Stalled` condition's.
+ */
+export class StallingError extends AdvError<{ reason: string; hint?: string }> {
+  constructor(reason: string, message: string, hint?: string) {
+    super(ErrorCode.Stalling, message, { reason, ...(hint ? { hint } : {}) });
+  }
+}
+
+/** An expected wait (no capacity, a backend not answering): looked at again after `requeueAfterMs`. */
+export class WaitingError extends AdvError<{ requeueAfterMs: number }> {
+  constructor(message: string, requeueAfterMs: number) {
+    super(ErrorCode.Waiting, message, { requeueAfterMs });
+  }
+}
+
+export const isStalling = (e: unknown): e is StallingError => e instanceof StallingError;
+export const isWaiting = (e: unknown): e is WaitingError => e instanceof WaitingError;

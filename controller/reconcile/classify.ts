@@ -12,6 +12,8 @@
  * | `Timeout`        | SLURM TIMEOUT/DEADLINE, `policy.maxHours`                      | new attempt; counts to        |
  * |                  |                                                               | maxAttempts only without progress |
  * | `Cancelled`      | scancel by hand, `adv cancel`, spec deleted                   | never restarts                |
+ * | `Stalled`        | never started: a secret or store credential is missing         | none until a person fixes it; |
+ * |                  |                                                               | counts against nothing        |
  */
 import { JobState, type ObservedJob } from '../backends/types.js';
 
@@ -22,6 +24,8 @@ export const EndClass = {
   UserError: 'UserError',
   Timeout: 'Timeout',
   Cancelled: 'Cancelled',
+  /** The attempt could not start for a reason only a person can fix; no budget, no backend health. */
+  Stalled: 'Stalled',
 } as const;
 export type EndClass = (typeof EndClass)[keyof typeof EndClass];
 

@@ -76,8 +76,6 @@ const dagsOf = (objects: readonly LoadedObject[]) =>
 
 export function planChanges(input: PlanInput): PlanReport {
   const ctx: PlanContext = { ...input.ctx, specCommit: input.head.commit };
-  const baseRuns = runsOf(input.base.objects);
-  const headRuns = runsOf(input.head.objects);
   const report: PlanReport = {
     base: input.base.commit,
     head: input.head.commit,
@@ -85,56 +83,85 @@ export function planChanges(input: PlanInput): PlanReport {
     dags: [],
     errors: input.head.errors,
   };
+  const item = (name: string, desired: DesiredRun | undefined, baseSpec: RunSpec | undefined, file: string) =>
+    report.runs.push(runItem(input, ctx, name, desired, baseSpec, file));
+  planRunChanges(input, item);
+  planDagChanges(input, ctx, item, report);
+  report.runs.sort((x, y) => (x.run < y.run ? -1 : 1));
+  return report;
+}
 
-  const item = (
-    name: string,
-    desired: DesiredRun | undefined,
-    baseSpec: RunSpec | undefined,
-    file: string,
-  ) => {
-    const current = input.runStatus(name);
-    const p = planRun({ name, ...(desired ? { desired } : {}), ...(current ? { current } : {}) }, ctx);
-    const from = current?.appliedSpec ?? baseSpec;
-    const patch = from && desired ? jsonpatch.compare(from, desired.spec) : [];
-    const immutable = patch
-      .filter((op) => IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)))
-      .map((op) => op.path);
-    const submit = p.actions.find((a) => a.type === 'submit');
-    const cancel = p.actions.find((a) => a.type === 'cancel');
-    const st = p.doc?.status;
-    const rejected = st?.conditions.find((c) => c.type === 'SpecChangeRejected' && c.status === 'True');
-    let change: RunChange;
-    let why: string | undefined;
-    if (!desired || desired.spec.suspend) change = cancel ? 'cancel' : 'noop';
-    else if (cancel && submit) change = 'restart';
-    else if (cancel) change = 'restart';
-    else if (submit) change = current?.status.attempts.length ? 'restart' : 'start';
-    else if (rejected) {
-      change = 'reject';
-      why = rejected.message;
-    } else if (!current && st && !st.attempts.length) {
-      change = 'wait';
-      why = st.message;
-    } else change = patch.length ? 'update' : 'noop';
-    if (submit) why = st?.attempts.at(-1)?.why;
-    if (change === 'restart' && !submit) why = st?.message;
-    if (!desired)
-      why = cancel ? 'the spec is removed' : 'the spec is removed; the run has finished and its status stays';
-    else if (desired.spec.suspend)
-      why = cancel ? 'spec.suspend: true' : 'spec.suspend: true; nothing is running';
-    report.runs.push({
-      run: name,
-      change,
-      file,
-      ...(desired?.owner ? { owner: desired.owner } : {}),
-      ...(submit ? { backend: submit.backend } : {}),
-      ...(why ? { why } : {}),
-      patch,
-      immutable,
-    });
+type ItemFn = (
+  name: string,
+  desired: DesiredRun | undefined,
+  baseSpec: RunSpec | undefined,
+  file: string,
+) => void;
+
+/** What the Run planner would do with one run, as a plan line. */
+function runItem(
+  input: PlanInput,
+  ctx: PlanContext,
+  name: string,
+  desired: DesiredRun | undefined,
+  baseSpec: RunSpec | undefined,
+  file: string,
+): PlanReport['runs'][number] {
+  const current = input.runStatus(name);
+  const p = planRun({ name, ...(desired ? { desired } : {}), ...(current ? { current } : {}) }, ctx);
+  const from = current?.appliedSpec ?? baseSpec;
+  const patch = from && desired ? jsonpatch.compare(from, desired.spec) : [];
+  const immutable = patch
+    .filter((op) => IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)))
+    .map((op) => op.path);
+  const submit = p.actions.find((a) => a.type === 'submit');
+  const { change, why } = classifyChange(p, desired, current, patch.length > 0);
+  return {
+    run: name,
+    change,
+    file,
+    ...(desired?.owner ? { owner: desired.owner } : {}),
+    ...(submit ? { backend: submit.backend } : {}),
+    ...(why ? { why } : {}),
+    patch,
+    immutable,
   };
+}
 
-  // Runs added, changed or removed between BASE and HEAD.
+/** The kind of change a plan is, and why, in the words of the plan report. */
+function classifyChange(
+  p: ReturnType<typeof planRun>,
+  desired: DesiredRun | undefined,
+  current: RunStatusDoc | undefined,
+  patched: boolean,
+): { change: RunChange; why?: string } {
+  const submit = p.actions.find((a) => a.type === 'submit');
+  const cancel = p.actions.find((a) => a.type === 'cancel');
+  const st = p.doc?.status;
+  const rejected = st?.conditions.find((c) => c.type === 'SpecChangeRejected' && c.status === 'True');
+  if (!desired)
+    return {
+      change: cancel ? 'cancel' : 'noop',
+      why: cancel ? 'the spec is removed' : 'the spec is removed; the run has finished and its status stays',
+    };
+  if (desired.spec.suspend)
+    return {
+      change: cancel ? 'cancel' : 'noop',
+      why: cancel ? 'spec.suspend: true' : 'spec.suspend: true; nothing is running',
+    };
+  const said = (change: RunChange, why: string | undefined) => (why ? { change, why } : { change });
+  if (cancel && !submit) return said('restart', st?.message);
+  if (submit)
+    return said(cancel || current?.status.attempts.length ? 'restart' : 'start', st?.attempts.at(-1)?.why);
+  if (rejected) return said('reject', rejected.message);
+  if (!current && st && !st.attempts.length) return said('wait', st.message);
+  return { change: patched ? 'update' : 'noop' };
+}
+
+/** Runs added, changed or removed between BASE and HEAD. */
+function planRunChanges(input: PlanInput, item: ItemFn): void {
+  const baseRuns = runsOf(input.base.objects);
+  const headRuns = runsOf(input.head.objects);
   for (const [name, desired] of headRuns) {
     const b = baseRuns.get(name);
     // Unchanged and not waiting to start: nothing to say.
@@ -142,8 +169,10 @@ export function planChanges(input: PlanInput): PlanReport {
     item(name, desired, b?.spec, desired.file);
   }
   for (const [name, b] of baseRuns) if (!headRuns.has(name)) item(name, undefined, b.spec, b.file);
+}
 
-  // DAGs: the nodes HEAD would start now, and the children a change would cancel.
+/** DAGs: the nodes HEAD would start now, and the children a change would cancel. */
+function planDagChanges(input: PlanInput, ctx: PlanContext, item: ItemFn, report: PlanReport): void {
   const baseDags = dagsOf(input.base.objects);
   const headDags = dagsOf(input.head.objects);
   for (const name of new Set([...baseDags.keys(), ...headDags.keys()])) {
@@ -177,6 +206,4 @@ export function planChanges(input: PlanInput): PlanReport {
         : `dag/${name}: removed`,
     });
   }
-  report.runs.sort((x, y) => (x.run < y.run ? -1 : 1));
-  return report;
 }

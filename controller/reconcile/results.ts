@@ -73,3 +73,43 @@ export function recordSubmitFailed(
     summary: `run/${doc.metadata.name}: submit of attempt ${n} to ${a?.backend} failed: ${message}`,
   };
 }
+
+/**
+ * The submission could not be made for a reason only a person can fix (a missing secret): the
+ * attempt never started, counts against no budget and no backend's health, and the run waits with
+ * a `Stalled` condition that says what to fix. Nothing is retried until the spec or the secret changes.
+ */
+export function recordSubmitStalled(
+  current: RunStatusDoc,
+  n: number,
+  stall: { reason: string; message: string; hint?: string },
+  nowMs: number,
+): { doc: RunStatusDoc; summary: string } {
+  const doc = structuredClone(current);
+  const now = new Date(nowMs).toISOString();
+  const a = doc.status.attempts.find((x) => x.n === n);
+  const message = stall.hint ? `${stall.message}; ${stall.hint}` : stall.message;
+  if (a)
+    Object.assign(a, {
+      phase: AttemptPhase.Failed,
+      class: EndClass.Stalled,
+      reason: stall.reason,
+      message,
+      finishedAt: now,
+    });
+  doc.status.phase = Phase.Pending;
+  doc.status.reason = stall.reason;
+  doc.status.message = message;
+  delete doc.status.nextAttemptAfter;
+  doc.status.conditions = setCondition(
+    doc.status.conditions,
+    { type: ConditionType.Stalled, status: 'True', reason: stall.reason, message },
+    now,
+  );
+  doc.status.conditions = setCondition(
+    doc.status.conditions,
+    { type: ConditionType.Scheduled, status: 'False', reason: stall.reason, message },
+    now,
+  );
+  return { doc, summary: `run/${doc.metadata.name}: Stalled (${stall.message})` };
+}

@@ -95,13 +95,48 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Parses one file. Never throws for bad input: every problem is a diagnostic. */
 export function parseFile(file: string, bytes: Uint8Array, limits: ParseLimits = DEFAULT_LIMITS): ParsedFile {
-  const fileError = (code: string, message: string, hint: string, line = 1, column = 1): ParsedFile => ({
+  const text = decodeFile(file, bytes, limits);
+  if (typeof text !== 'string') return text;
+  const lines = new LineCounter();
+  const all = parseAllDocuments(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
+  const documents = Array.isArray(all) ? all : [];
+  if (documents.length > limits.maxDocuments) {
+    return fileError(
+      file,
+      'TooManyDocuments',
+      `file has ${documents.length} YAML documents, over the limit of ${limits.maxDocuments}`,
+      'split it into several files',
+    );
+  }
+  const diagnostics: Diagnostic[] = [];
+  const docs: ParsedDocument[] = [];
+  documents.forEach((doc, index) => {
+    const parsed = parseDocument(file, doc, new Locator(doc, lines), limits, diagnostics);
+    if (parsed) docs.push({ index, ...parsed });
+  });
+  return { docs, diagnostics };
+}
+
+/** A file that cannot be read at all: one diagnostic, no documents. */
+function fileError(
+  file: string,
+  code: string,
+  message: string,
+  hint: string,
+  line = 1,
+  column = 1,
+): ParsedFile {
+  return {
     docs: [],
     diagnostics: [{ severity: 'error', code, file, line, column, path: '', message, hint }],
-  });
+  };
+}
 
+/** The file's text, or why it has none: too large, binary, not UTF-8. A BOM is dropped. */
+function decodeFile(file: string, bytes: Uint8Array, limits: ParseLimits): string | ParsedFile {
   if (bytes.byteLength > limits.maxFileBytes) {
     return fileError(
+      file,
       'FileTooLarge',
       `file is ${bytes.byteLength} bytes, over the limit of ${limits.maxFileBytes}`,
       'split it into smaller files, or raise --max-file-bytes if this size is intended',
@@ -110,99 +145,86 @@ export function parseFile(file: string, bytes: Uint8Array, limits: ParseLimits =
   const nul = bytes.indexOf(0);
   if (nul !== -1) {
     return fileError(
+      file,
       'BinaryFile',
       `file contains a NUL byte at offset ${nul}: it looks binary, not YAML`,
       'remove it from the specs directory, or rename it so it does not end in .yaml/.yml',
     );
   }
-  let text: string;
   try {
-    text = utf8.decode(bytes);
+    const text = utf8.decode(bytes);
+    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   } catch {
     const bad = firstInvalidUtf8(bytes);
-    const line = countLines(bytes, bad);
     return fileError(
+      file,
       'NotUtf8',
       `file is not valid UTF-8 (first bad byte at offset ${bad})`,
       're-save the file as UTF-8',
-      line,
+      countLines(bytes, bad),
       1,
     );
   }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+}
 
-  const lines = new LineCounter();
-  const all = parseAllDocuments(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
-  const documents = Array.isArray(all) ? all : [];
-  const diagnostics: Diagnostic[] = [];
-  if (documents.length > limits.maxDocuments) {
-    return fileError(
-      'TooManyDocuments',
-      `file has ${documents.length} YAML documents, over the limit of ${limits.maxDocuments}`,
-      'split it into several files',
-    );
-  }
+type YamlDocument = Document.Parsed;
 
-  const docs: ParsedDocument[] = [];
-  documents.forEach((doc, index) => {
-    const locator = new Locator(doc, lines);
-    if (doc.errors.length > 0) {
-      for (const err of doc.errors) {
-        const p = err.linePos?.[0] ?? locator.pos(err.pos[0]);
-        diagnostics.push({
-          severity: 'error',
-          code: 'YamlSyntax',
-          file,
-          line: 'line' in p ? p.line : 1,
-          column: 'col' in p ? p.col : 'column' in p ? p.column : 1,
-          path: '',
-          message: yamlMessage(err.message),
-          hint: yamlHint(err.code, err.message),
-        });
-      }
-      return;
-    }
-    if (doc.contents === null) return; // an empty document (e.g. a trailing `---`)
-
-    let value: unknown;
-    try {
-      value = doc.toJS({ maxAliasCount: limits.maxAliasCount });
-    } catch (e) {
-      const start = locator.start();
+/** One document's value, or undefined with its problems added to `diagnostics`. */
+function parseDocument(
+  file: string,
+  doc: YamlDocument,
+  locator: Locator,
+  limits: ParseLimits,
+  diagnostics: Diagnostic[],
+): { value: unknown; locator: Locator } | undefined {
+  if (doc.errors.length > 0) {
+    for (const err of doc.errors) {
+      const p = err.linePos?.[0] ?? locator.pos(err.pos[0]);
       diagnostics.push({
         severity: 'error',
-        code: 'AliasLimit',
+        code: 'YamlSyntax',
         file,
-        ...start,
+        line: 'line' in p ? p.line : 1,
+        column: 'col' in p ? p.col : 'column' in p ? p.column : 1,
         path: '',
-        message: `YAML aliases expand too far (${(e as Error).message.replace(/\.$/, '')})`,
-        hint: `write the values out instead of nesting aliases; at most ${limits.maxAliasCount} alias expansions are allowed per document`,
+        message: yamlMessage(err.message),
+        hint: yamlHint(err.code, err.message),
       });
-      return;
     }
-
-    const problems = checkShape(value, limits.maxDepth);
-    if (problems.length > 0) {
-      for (const p of problems) {
-        const where = locator.at(p.path, { key: p.kind === 'key' });
-        diagnostics.push({
-          severity: 'error',
-          code: p.kind === 'key' ? 'ForbiddenKey' : 'TooDeep',
-          file,
-          ...where,
-          path: formatPath(p.path),
-          message:
-            p.kind === 'key'
-              ? `key "${String(p.path[p.path.length - 1])}" is not allowed`
-              : `nesting is deeper than ${limits.maxDepth} levels`,
-          hint: p.kind === 'key' ? 'rename or remove this key' : 'flatten the structure',
-        });
-      }
-      return;
-    }
-    docs.push({ index, value, locator });
-  });
-  return { docs, diagnostics };
+    return undefined;
+  }
+  if (doc.contents === null) return undefined; // an empty document (e.g. a trailing `---`)
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: limits.maxAliasCount });
+  } catch (e) {
+    diagnostics.push({
+      severity: 'error',
+      code: 'AliasLimit',
+      file,
+      ...locator.start(),
+      path: '',
+      message: `YAML aliases expand too far (${(e as Error).message.replace(/\.$/, '')})`,
+      hint: `write the values out instead of nesting aliases; at most ${limits.maxAliasCount} alias expansions are allowed per document`,
+    });
+    return undefined;
+  }
+  const problems = checkShape(value, limits.maxDepth);
+  for (const p of problems) {
+    diagnostics.push({
+      severity: 'error',
+      code: p.kind === 'key' ? 'ForbiddenKey' : 'TooDeep',
+      file,
+      ...locator.at(p.path, { key: p.kind === 'key' }),
+      path: formatPath(p.path),
+      message:
+        p.kind === 'key'
+          ? `key "${String(p.path[p.path.length - 1])}" is not allowed`
+          : `nesting is deeper than ${limits.maxDepth} levels`,
+      hint: p.kind === 'key' ? 'rename or remove this key' : 'flatten the structure',
+    });
+  }
+  return problems.length ? undefined : { value, locator };
 }
 
 interface ShapeProblem {

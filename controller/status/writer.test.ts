@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { commitMessage } from './store.js';
+import { commitMessage } from './writer.js';
 
 describe('commitMessage', () => {
   it('one change: its summary as the subject, then trailers', () => {

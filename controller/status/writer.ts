@@ -53,7 +53,7 @@ export function blobOid(content: Uint8Array): string {
   return createHash('sha1').update(`blob ${content.byteLength}\0`).update(content).digest('hex');
 }
 
-export class StatusStore {
+export class StatusWriter {
   private readonly docs = new Map<string, Entry>();
   private readonly staged = new Map<
     string,

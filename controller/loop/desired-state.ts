@@ -1,0 +1,219 @@
+/**
+ * The desired state: what the watched branch asks for at its head. Loads the specs (only blobs
+ * whose id changed are parsed; the parse cache survives restarts in the data dir), keeps the Runs
+ * of the specs and the child Runs of the DAGs, and says which keys changed since the last load by
+ * comparing fingerprints (generation, labels, annotations, file, or the validation error).
+ */
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { BackendDescriptor } from '../backends/types.js';
+import type { GitPort } from '../git/port.js';
+import { GitTreeSource, TreeListingCache } from '../git/tree-source.js';
+import { readJsonCache, writeJsonCache } from '../internal/json-cache.js';
+import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
+import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
+import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
+import { formatDiagnostic } from '../spec/diagnostic.js';
+import { SpecLoader, type CachedFileEntry, type LoadResult } from '../spec/loader.js';
+import { SCHEMAS, type Backend as BackendObject, type Storage, type StorageSpec } from '../spec/schema.js';
+import { VERSION } from '../version.js';
+import type { LoadedBackend } from './adapters.js';
+import { errText } from './observer.js';
+
+/** Work-queue keys: `Run/<name>`, `DAG/<name>`. */
+export const runKey = (name: string): string => `Run/${name}`;
+export const dagKey = (name: string): string => `DAG/${name}`;
+
+/** `Run/foo` → ['Run', 'foo']. */
+export function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+}
+
+export class DesiredState {
+  private readonly loader: SpecLoader;
+  private readonly listings: TreeListingCache;
+  /** The watched branch's commit these specs are from (undefined until the first load). */
+  head: string | undefined;
+  /** Runs of the specs, and child runs of DAGs: what the Run planner is asked about. */
+  readonly runs = new Map<string, DesiredRun>();
+  private specRuns = new Map<string, DesiredRun>();
+  private readonly childRuns = new Map<string, DesiredRun>();
+  /** Children of each DAG as last planned. */
+  private readonly dagChildren = new Map<string, Set<string>>();
+  invalidRuns = new Map<string, InvalidRun>();
+  dags = new Map<string, DesiredDag>();
+  invalidDags = new Map<string, InvalidDag>();
+  backends = new Map<string, LoadedBackend>();
+  storage: StorageSpec | undefined;
+  private runPrints = new Map<string, string>();
+  private dagPrints = new Map<string, string>();
+
+  constructor(
+    private readonly git: GitPort,
+    private readonly opts: {
+      dataDir: string;
+      specsPath?: string;
+      descriptors: readonly BackendDescriptor[];
+      logger: Logger;
+    },
+  ) {
+    this.loader = new SpecLoader({ backends: opts.descriptors });
+    this.listings = new TreeListingCache(git);
+  }
+
+  private get cacheFile(): string {
+    return join(this.opts.dataDir, 'spec-cache.json');
+  }
+
+  /** Keyed by the schemas, the backend types and the version: a new validator never trusts an old verdict. */
+  cacheStamp(): string {
+    return generationOf({
+      version: VERSION,
+      schemas: SCHEMAS,
+      backends: this.opts.descriptors.map((d) => d.type),
+    });
+  }
+
+  /** Seeds the parse cache from the data dir (a restart parses only what changed meanwhile). */
+  async restoreCache(): Promise<void> {
+    const entries = await readJsonCache<CachedFileEntry[]>(this.cacheFile, this.cacheStamp());
+    if (entries) this.loader.importCache(entries);
+  }
+
+  /** Loads the specs at `head`; returns the keys whose desired state changed. */
+  async load(head: string): Promise<string[]> {
+    const commit = await this.git.readCommit(head);
+    const parsedBefore = this.loader.parsedFiles;
+    const result = await this.loader.sync(
+      new GitTreeSource(this.git, commit.tree, this.listings, this.opts.specsPath ?? ''),
+    );
+    if (this.loader.parsedFiles !== parsedBefore) {
+      await writeJsonCache(this.cacheFile, this.cacheStamp(), this.loader.exportCache()).catch((e: unknown) =>
+        this.opts.logger.warn({ err: errText(e) }, 'cannot save the spec cache'),
+      );
+    }
+    this.head = head;
+    const changed = this.take(result);
+    this.opts.logger.info(
+      {
+        commit: head.slice(0, 12),
+        runs: this.specRuns.size,
+        dags: this.dags.size,
+        invalid: this.invalidRuns.size + this.invalidDags.size,
+        backends: this.backends.size,
+      },
+      'loaded specs',
+    );
+    return changed;
+  }
+
+  /** Sorts a load result into the maps; returns the keys whose fingerprint changed. */
+  private take(result: LoadResult): string[] {
+    const runs = new Map<string, DesiredRun>();
+    const dags = new Map<string, DesiredDag>();
+    this.backends = new Map();
+    this.storage = undefined;
+    for (const o of result.objects) {
+      if (o.kind === 'Run') runs.set(o.name, desiredRun(o));
+      else if (o.kind === 'DAG') dags.set(o.name, desiredDag(o));
+      else if (o.kind === 'Backend')
+        this.backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
+      else if (o.kind === 'Storage') this.storage = (o.object as Storage).spec;
+    }
+    const invalidRuns = new Map<string, InvalidRun>();
+    const invalidDags = new Map<string, InvalidDag>();
+    for (const d of result.invalid) {
+      const named = d.name ? { ...d, name: d.name } : undefined;
+      if (d.kind === 'DAG' && named && !dags.has(named.name))
+        invalidDags.set(named.name, invalidObject(named));
+      if (d.kind !== 'Run' || !named || runs.has(named.name)) {
+        if (d.diagnostics.length)
+          this.opts.logger.warn({ file: d.file }, formatDiagnostic(d.diagnostics[0]!));
+        continue;
+      }
+      invalidRuns.set(named.name, invalidObject(named));
+    }
+    this.specRuns = runs;
+    this.runs.clear();
+    for (const [n, r] of [...runs, ...this.childRuns]) this.runs.set(n, r);
+    this.invalidRuns = invalidRuns;
+    this.dags = dags;
+    this.invalidDags = invalidDags;
+    return [...this.changedRuns(), ...this.changedDags()];
+  }
+
+  private changedRuns(): string[] {
+    const prints = new Map<string, string>();
+    for (const [n, r] of this.specRuns)
+      prints.set(
+        n,
+        `${r.generation}|${JSON.stringify(r.annotations ?? {})}|${JSON.stringify(r.labels ?? {})}|${r.file}`,
+      );
+    for (const [n, i] of this.invalidRuns) prints.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
+    const changed = diffPrints(prints, this.runPrints).map(runKey);
+    this.runPrints = prints;
+    return changed;
+  }
+
+  private changedDags(): string[] {
+    const prints = new Map<string, string>();
+    for (const [n, d] of this.dags)
+      prints.set(n, `${d.generation}|${JSON.stringify(d.labels ?? {})}|${d.file}`);
+    for (const [n, i] of this.invalidDags) prints.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
+    const changed = diffPrints(prints, this.dagPrints).map(dagKey);
+    this.dagPrints = prints;
+    return changed;
+  }
+
+  /**
+   * Makes the desired state hold exactly these children of a DAG; returns the run keys that
+   * changed (a new, changed or dropped child is planned by the Run planner in the same pass).
+   */
+  setDagChildren(dag: string, children: readonly DesiredRun[]): string[] {
+    const before = this.dagChildren.get(dag) ?? new Set<string>();
+    const now = new Set<string>();
+    const changed: string[] = [];
+    for (const c of children) {
+      now.add(c.name);
+      const prev = this.childRuns.get(c.name);
+      if (prev === c) continue; // the planner hands back the same object for an unchanged child
+      if (!prev || !sameChild(prev, c)) {
+        this.childRuns.set(c.name, c);
+        this.runs.set(c.name, c);
+        changed.push(runKey(c.name));
+      }
+    }
+    for (const gone of before) {
+      if (now.has(gone)) continue;
+      this.childRuns.delete(gone);
+      if (!this.specRuns.has(gone)) this.runs.delete(gone);
+      changed.push(runKey(gone));
+    }
+    if (now.size) this.dagChildren.set(dag, now);
+    else this.dagChildren.delete(dag);
+    return changed;
+  }
+
+  /** Every name of a kind the specs know, valid or not (for the periodic resync). */
+  names(kind: 'Run' | 'DAG'): string[] {
+    return kind === 'Run'
+      ? [...this.runs.keys(), ...this.invalidRuns.keys()]
+      : [...this.dags.keys(), ...this.invalidDags.keys()];
+  }
+}
+
+function sameChild(a: DesiredRun, b: DesiredRun): boolean {
+  return (
+    a.generation === b.generation &&
+    JSON.stringify(a.labels) === JSON.stringify(b.labels) &&
+    a.file === b.file
+  );
+}
+
+/** Names whose fingerprint differs between two maps (added, changed or removed). */
+function diffPrints(now: ReadonlyMap<string, string>, before: ReadonlyMap<string, string>): string[] {
+  const out: string[] = [];
+  for (const n of new Set([...now.keys(), ...before.keys()])) if (now.get(n) !== before.get(n)) out.push(n);
+  return out;
+}

@@ -1,0 +1,38 @@
+/**
+ * When `adv controller --once` may stop: nothing can change without an outside event. Every run is
+ * finished, stalled or waiting for something only a person or the clock past the timeout changes;
+ * every desired object has a status; nothing is staged.
+ */
+import { isLiveAttempt } from '../reconcile/run-plan.js';
+import type { StatusWriter } from '../status/writer.js';
+import { TERMINAL_PHASES, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
+import type { DesiredState } from './desired-state.js';
+
+/** Run reasons that mean a new attempt is coming by itself. */
+const RETRYING_REASONS: ReadonlySet<string> = new Set([
+  'BackoffWaiting',
+  'SubmitFailed',
+  'Preempted',
+  'Lost',
+]);
+
+export function isIdle(status: StatusWriter, desired: DesiredState): boolean {
+  for (const name of status.names('Run')) {
+    const st = status.get<RunStatusDoc>('Run', name)!.status;
+    if (TERMINAL_PHASES.has(st.phase)) continue;
+    if (isLiveAttempt(st.attempts.at(-1))) return false;
+    if ((st.reason && RETRYING_REASONS.has(st.reason)) || st.phase === 'Scheduling') return false;
+  }
+  for (const name of desired.runs.keys()) if (!status.get('Run', name)) return false;
+  for (const name of desired.dags.keys()) {
+    const d = status.get<DagStatusDoc>('DAG', name);
+    if (!d) return false;
+    if (!TERMINAL_PHASES.has(d.status.phase) && Object.values(d.status.nodes).some(waitsByItself))
+      return false;
+  }
+  return status.stagedCount === 0;
+}
+
+/** A node waiting for its needs or for an output manifest to show up in the store: it will. */
+const waitsByItself = (n: DagStatusDoc['status']['nodes'][string]) =>
+  n.phase === 'Waiting' && (n.reason === 'WaitingForNeeds' || n.reason === 'WaitingForOutputs');

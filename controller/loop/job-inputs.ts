@@ -1,0 +1,74 @@
+/**
+ * What jobs are given besides their spec: the object store of the repo's Storage spec (and the
+ * credentials a job needs to reach it), the secrets specs name, and the variables a Backend passes
+ * on. Owns the controller's environment: nothing else reads it for a job.
+ */
+import type { Logger } from 'pino';
+import { openStore, type ObjectStore } from '../../runtime/store/index.js';
+import type { JobRequest } from '../backends/types.js';
+import type { RunAction } from '../reconcile/run-plan.js';
+import type { StorageSpec } from '../spec/schema.js';
+import type { StatusWriter } from '../status/writer.js';
+import type { RunStatusDoc } from '../status/types.js';
+import { storeTarget, type StoreTarget } from '../storage.js';
+import type { DesiredState } from './desired-state.js';
+import { buildJobRequest, envSecrets, missingSecretsMessage, type SecretSource } from './job-request.js';
+import { errText } from './observer.js';
+
+export class JobInputs {
+  private readonly secrets: SecretSource;
+  private store: { target: StoreTarget; objects?: ObjectStore } | undefined;
+
+  constructor(
+    /** The controller's environment. */
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly dataDir: string,
+    private readonly logger: Logger,
+  ) {
+    this.secrets = envSecrets(env);
+  }
+
+  /** The object store heartbeats, checkpoints and outputs are read from, when one is configured. */
+  get objects(): ObjectStore | undefined {
+    return this.store?.objects;
+  }
+
+  get storeUrl(): string | undefined {
+    return this.store?.target.url;
+  }
+
+  /** Opens the store of the repo's Storage spec (again only when its URL changed). */
+  async useStorage(spec: StorageSpec | undefined): Promise<void> {
+    if (!spec) return void (this.store = undefined);
+    const target = storeTarget(spec, this.dataDir, this.env);
+    if (target.url === this.store?.target.url && this.store.objects) return;
+    try {
+      this.store = { target, objects: await openStore(target.url, { ...this.env, ...target.env }) };
+    } catch (e) {
+      this.store = { target };
+      this.logger.warn(
+        { err: errText(e), store: target.url },
+        'cannot open the object store; heartbeats and checkpoints will not be shown',
+      );
+    }
+  }
+
+  /** For the planner: which of these secrets do not resolve, as a message (undefined: all do). */
+  missingSecrets(names: readonly string[]): string | undefined {
+    return missingSecretsMessage(this.secrets, names);
+  }
+
+  /** The request for an action's attempt, on the spec it was planned on. */
+  jobRequest(a: RunAction, status: StatusWriter, desired: DesiredState): JobRequest {
+    const current = status.get<RunStatusDoc>('Run', a.run);
+    const spec = current?.appliedSpec ?? desired.runs.get(a.run)?.spec;
+    const attempt = current?.status.attempts.find((x) => x.n === a.attempt);
+    if (!spec || !attempt) throw new Error('no spec to submit');
+    return buildJobRequest(a.run, attempt, spec, {
+      secrets: this.secrets,
+      controllerEnv: this.env,
+      passEnv: desired.backends.get(a.backend)?.obj.spec.passEnv ?? [],
+      store: this.store?.target,
+    });
+  }
+}

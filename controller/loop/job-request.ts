@@ -1,0 +1,80 @@
+/**
+ * What a backend is handed for one attempt, and the only way anything of the controller's own
+ * environment reaches a job. A job's environment is the backend's small base (see
+ * `backends/job-env.ts`), the contract variables `adv exec` sets, and what is built here: the
+ * variables a Backend names in `passEnv`, the spec's `env`, and the spec's resolved `secrets`.
+ */
+import { argvFor } from '../../runtime/exec.js';
+import { passedEnv } from '../backends/job-env.js';
+import type { JobRequest } from '../backends/types.js';
+import { StallingError } from '../errors.js';
+import { Reason, type Attempt } from '../status/types.js';
+import type { RunSpec } from '../spec/schema.js';
+import type { StoreTarget } from '../storage.js';
+
+/** Where the controller resolves the secrets specs name. */
+export interface SecretSource {
+  get(name: string): string | undefined;
+  /** Where it looks, for the message when a secret is missing. */
+  readonly where: string;
+}
+
+/** Secrets from an environment (today: the controller's own). */
+export function envSecrets(env: NodeJS.ProcessEnv): SecretSource {
+  return { get: (name) => env[name], where: "the controller's environment" };
+}
+
+/** The message naming the secrets that do not resolve, or undefined when all do. */
+export function missingSecretsMessage(source: SecretSource, names: readonly string[]): string | undefined {
+  const missing = names.filter((n) => source.get(n) === undefined);
+  if (!missing.length) return undefined;
+  const what = missing.length === 1 ? `secret ${missing[0]} is` : `secrets ${missing.join(', ')} are`;
+  return `${what} not set: looked in ${source.where}`;
+}
+
+export interface JobRequestInputs {
+  secrets: SecretSource;
+  /** The controller's environment, read only for the names a Backend lists in `passEnv`. */
+  controllerEnv: NodeJS.ProcessEnv;
+  /** `passEnv` of the Backend the attempt goes to. */
+  passEnv: readonly string[];
+  store: StoreTarget | undefined;
+}
+
+/**
+ * The request for attempt `attempt` of `run`. Throws `StallingError` when something only a person
+ * can fix is missing (a secret, a store credential): that is never a backend's failure.
+ */
+export function buildJobRequest(
+  run: string,
+  attempt: Attempt,
+  spec: RunSpec,
+  inputs: JobRequestInputs,
+): JobRequest {
+  if (!attempt.codeCommit) throw new Error(`attempt ${attempt.n} of ${run} has no code commit`);
+  const missing = missingSecretsMessage(inputs.secrets, spec.secrets ?? []);
+  if (missing)
+    throw new StallingError(
+      Reason.SecretMissing,
+      missing,
+      `set it where the controller reads secrets, then run adv reconcile run ${run}`,
+    );
+  if (inputs.store?.missing.length)
+    throw new StallingError(
+      Reason.SecretMissing,
+      `store credential(s) ${inputs.store.missing.join(', ')} are not set in the controller's environment`,
+      "set them in the controller's environment (see the Storage spec's credentialsSecret)",
+    );
+  const env: Record<string, string> = { ...passedEnv(inputs.passEnv, inputs.controllerEnv).env, ...spec.env };
+  for (const s of spec.secrets ?? []) env[s] = inputs.secrets.get(s)!;
+  return {
+    jobName: attempt.jobName,
+    run,
+    attempt: attempt.n,
+    spec,
+    argv: argvFor(spec),
+    code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
+    env,
+    ...(inputs.store ? { store: { url: inputs.store.url, env: inputs.store.env } } : {}),
+  };
+}

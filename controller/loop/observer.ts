@@ -1,0 +1,150 @@
+/**
+ * What the backends and the workers say, once per pass: one `poll` per backend for all its live
+ * attempts, the heartbeats of live attempts from the object store (each at most every 5 s, and once
+ * more when its attempt has just ended), and free capacity for the solver (each backend at most
+ * every 15 s, bounded in time). The result is one observation the planners read.
+ */
+import type { Logger } from 'pino';
+import { heartbeatKey } from '../../runtime/heartbeat.js';
+import type { ObjectStore } from '../../runtime/store/index.js';
+import { unobservable, type Capacity, type JobHandle, type ObservedJob } from '../backends/types.js';
+import { isLiveAttempt } from '../reconcile/run-plan.js';
+import type { StatusWriter } from '../status/writer.js';
+import type { Attempt, Heartbeat, RunStatusDoc } from '../status/types.js';
+import type { BackendAdapters } from './adapters.js';
+
+/** How long a backend's `capacity()` answer is used before it is asked again. */
+export const CAPACITY_TTL_MS = 15_000;
+/** How long one `capacity()` call may take before the backend is taken as "cannot tell". */
+export const CAPACITY_TIMEOUT_MS = 10_000;
+/** A live attempt's heartbeat is read at most this often. */
+export const HEARTBEAT_READ_MS = 5000;
+
+/** A live attempt: the run it belongs to and its latest attempt record. */
+export interface LiveAttempt {
+  run: string;
+  attempt: Attempt;
+}
+
+/** One pass's view of the backends: job states by job name, heartbeats by run. */
+export interface Observation {
+  jobs: Map<string, ObservedJob>;
+  heartbeats: Map<string, Heartbeat>;
+}
+
+const JUST_ENDED = (o: ObservedJob | undefined) =>
+  o !== undefined && o.state !== 'Running' && o.state !== 'Pending' && o.state !== 'Unknown';
+
+export class Observer {
+  private readonly heartbeatReadAt = new Map<string, number>();
+  private readonly capacities = new Map<string, { at: number; capacity?: Capacity }>();
+
+  constructor(
+    private readonly adapters: BackendAdapters,
+    private readonly logger: Logger,
+    private readonly now: () => number,
+  ) {}
+
+  /** Polls each backend once for every live attempt it holds. */
+  async poll(live: readonly LiveAttempt[]): Promise<Map<string, ObservedJob>> {
+    const byBackend = new Map<string, JobHandle[]>();
+    for (const { attempt: a } of live) {
+      if (!a.jobId) continue;
+      const list = byBackend.get(a.backend) ?? [];
+      list.push({ backend: a.backend, jobName: a.jobName, jobId: a.jobId });
+      byBackend.set(a.backend, list);
+    }
+    const out = new Map<string, ObservedJob>();
+    const record = (jobs: readonly ObservedJob[]) => jobs.forEach((o) => out.set(o.jobName, o));
+    await Promise.all(
+      [...byBackend].map(async ([backend, handles]) => {
+        const b = this.adapters.instance(backend);
+        if (!b) return record(unobservable(handles, 'NoAdapter', `backend ${backend} is not loaded`));
+        try {
+          record(await b.poll(handles));
+        } catch (e) {
+          record(unobservable(handles, 'PollFailed', errText(e)));
+        }
+      }),
+    );
+    return out;
+  }
+
+  /** Heartbeats of live attempts that are due a read (see HEARTBEAT_READ_MS), from the store. */
+  async heartbeats(
+    live: readonly LiveAttempt[],
+    jobs: ReadonlyMap<string, ObservedJob>,
+    objects: ObjectStore | undefined,
+  ): Promise<Map<string, Heartbeat>> {
+    const out = new Map<string, Heartbeat>();
+    if (!objects) return out;
+    const now = this.now();
+    await Promise.all(
+      live.map(async ({ run, attempt: a }) => {
+        const ended = JUST_ENDED(jobs.get(a.jobName));
+        if (!ended && now - (this.heartbeatReadAt.get(run) ?? 0) < HEARTBEAT_READ_MS) return;
+        this.heartbeatReadAt.set(run, now);
+        try {
+          const raw = await objects.get(heartbeatKey(run, a.n));
+          if (raw) out.set(run, JSON.parse(new TextDecoder().decode(raw)) as Heartbeat);
+        } catch (e) {
+          this.logger.debug({ run, err: errText(e) }, 'cannot read heartbeat');
+        }
+      }),
+    );
+    return out;
+  }
+
+  /**
+   * Asks `capacity()` of the backends that can tell, each at most every CAPACITY_TTL_MS and
+   * bounded by CAPACITY_TIMEOUT_MS. A backend that cannot answer is "cannot tell": its declared
+   * capabilities still apply.
+   */
+  async refreshCapacity(): Promise<void> {
+    const now = this.now();
+    await Promise.all(
+      this.adapters.usable().map(async ([name, b]) => {
+        if (!b.capacity) return;
+        if (now - (this.capacities.get(name)?.at ?? -Infinity) < CAPACITY_TTL_MS) return;
+        try {
+          this.capacities.set(name, { at: now, capacity: await bounded(b.capacity(), CAPACITY_TIMEOUT_MS) });
+        } catch (e) {
+          this.capacities.set(name, { at: now });
+          this.logger.warn(
+            { backend: name, err: errText(e) },
+            'cannot read free capacity; using declared capabilities',
+          );
+        }
+      }),
+    );
+  }
+
+  /** What a backend's `capacity()` said lately, if it can tell. */
+  capacity(backend: string): Capacity | undefined {
+    return this.capacities.get(backend)?.capacity;
+  }
+}
+
+function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, rej) => {
+      timer = setTimeout(() => rej(new Error(`capacity() took longer than ${ms / 1000}s`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Every run whose latest attempt is live (submitting, queued or running), from the status branch. */
+export function liveAttempts(status: StatusWriter): LiveAttempt[] {
+  const out: LiveAttempt[] = [];
+  for (const run of status.names('Run')) {
+    const attempt = status.get<RunStatusDoc>('Run', run)!.status.attempts.at(-1);
+    if (isLiveAttempt(attempt)) out.push({ run, attempt });
+  }
+  return out;
+}

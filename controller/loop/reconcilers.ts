@@ -1,0 +1,202 @@
+/**
+ * Reconciling one key: run the pure planner on what is desired, recorded and observed, stage the
+ * status it returns, and hand back its actions and a result (when to look again). No backend is
+ * asked here; the executor does that after the write-ahead commit.
+ */
+import type { Logger } from 'pino';
+import type { ObjectStore } from '../../runtime/store/index.js';
+import { readOutputManifest } from '../../runtime/artifacts.js';
+import { EndClass } from '../reconcile/classify.js';
+import { planDag, type DagPlanCaches, type DagPlanContext } from '../reconcile/dag-plan.js';
+import {
+  isLiveAttempt,
+  planRun,
+  type PlanContext,
+  type RunAction,
+  type RunPlan,
+} from '../reconcile/run-plan.js';
+import type { BackendInfo } from '../reconcile/solver.js';
+import type { ControllerMetrics } from '../metrics.js';
+import type { StatusWriter } from '../status/writer.js';
+import {
+  Reason,
+  TERMINAL_PHASES,
+  type Attempt,
+  type DagStatusDoc,
+  type RunStatusDoc,
+} from '../status/types.js';
+import type { DesiredState } from './desired-state.js';
+import { dagKey, runKey, splitKey } from './desired-state.js';
+import type { Observation } from './observer.js';
+import type { ReconcileResult } from './requeue.js';
+
+/** What one pass's reconciles share: its inputs, and what they hand out to later reconciles. */
+export interface PassScope {
+  desired: DesiredState;
+  status: StatusWriter;
+  observation: Observation;
+  planContext: PlanContext;
+  /** The plan context's backends by name: the pass counts its own picks into them. */
+  infos: Map<string, BackendInfo>;
+  objects: ObjectStore | undefined;
+  storeUrl: string | undefined;
+  dagCaches: DagPlanCaches;
+  /** Outputs (`run/output`) seen complete: a manifest, once written, stays. */
+  outputsReady: Set<string>;
+  /** Each DAG's status at the start of the pass (its commit message lists every node that moved). */
+  dagPassBase: Map<string, DagStatusDoc | undefined>;
+  /** Runs waiting for a backend to have room (`NoCapacity`), woken when an attempt ends. */
+  waitingForCapacity: Set<string>;
+  /** Says a key should be looked at (now) in this pass or the next. */
+  hint(key: string): void;
+  metrics: ControllerMetrics;
+  logger: Logger;
+}
+
+/** A Run's reconcile: its result, its actions, and whether an attempt ended (backend health changes). */
+export interface RunReconcile {
+  result: ReconcileResult;
+  actions: RunAction[];
+  attemptEnded: boolean;
+}
+
+export function reconcileRun(s: PassScope, name: string): RunReconcile {
+  const current = s.status.get<RunStatusDoc>('Run', name);
+  const last = current?.status.attempts.at(-1);
+  const observed = last && s.observation.jobs.get(last.jobName);
+  const heartbeat = s.observation.heartbeats.get(name);
+  const desired = s.desired.runs.get(name);
+  const invalid = s.desired.invalidRuns.get(name);
+  const plan = planRun(
+    {
+      name,
+      ...(desired ? { desired } : {}),
+      ...(invalid ? { invalid } : {}),
+      ...(current ? { current } : {}),
+      ...(observed ? { observed } : {}),
+      ...(heartbeat ? { heartbeat } : {}),
+    },
+    s.planContext,
+  );
+  reserveCapacity(s, plan, current);
+  if (plan.doc && plan.doc !== current && plan.summary) stageRun(s, name, plan.doc, plan.summary);
+  if (plan.doc && plan.doc !== current && plan.doc.status.owner) s.hint(dagKey(plan.doc.status.owner));
+  const ended =
+    last !== undefined &&
+    isLiveAttempt(last) &&
+    !isLiveAttempt(plan.doc?.status.attempts.find((x) => x.n === last.n));
+  if (ended) attemptEnded(s, last, plan.doc);
+  if (plan.doc?.status.reason === Reason.NoCapacity) s.waitingForCapacity.add(name);
+  else s.waitingForCapacity.delete(name);
+  return {
+    result: plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {},
+    actions: plan.actions,
+    attemptEnded: ended,
+  };
+}
+
+/** What this pass hands out counts against the backend for the next run planned. */
+function reserveCapacity(s: PassScope, plan: RunPlan, current: RunStatusDoc | undefined): void {
+  for (const act of plan.actions) {
+    const info = s.infos.get(act.backend);
+    const a = plan.doc?.status.attempts.find((x) => x.n === act.attempt);
+    if (
+      act.type !== 'submit' ||
+      !info ||
+      a?.jobId ||
+      current?.status.attempts.some((x) => x.n === act.attempt)
+    )
+      continue;
+    info.active = (info.active ?? 0) + 1;
+    const res = plan.doc?.appliedSpec?.resources;
+    info.reservedGpus = (info.reservedGpus ?? 0) + (res?.gpus ?? 0) * (res?.nodes ?? 1);
+  }
+}
+
+function stageRun(s: PassScope, name: string, doc: RunStatusDoc, summary: string): void {
+  const a = doc.status.attempts.at(-1);
+  s.status.stage('Run', name, doc, {
+    summary,
+    trailers: [['Run', name], ...(a ? ([['Attempt', String(a.n)]] as [string, string][]) : [])],
+  });
+  s.logger.info({ run: name, attempt: a?.n, backend: a?.backend, phase: doc.status.phase }, summary);
+}
+
+/** An attempt that ended frees its place: runs waiting for one are looked at now, not at their timer. */
+function attemptEnded(s: PassScope, last: Attempt, doc: RunStatusDoc | undefined): void {
+  const cls = doc?.status.attempts.find((x) => x.n === last.n)?.class ?? 'Unknown';
+  s.metrics.attemptEnds.inc({ backend: last.backend, class: cls });
+  if (cls === EndClass.Preempted) s.metrics.preemptions.inc({ backend: last.backend });
+  const info = s.infos.get(last.backend);
+  if (info) info.active = Math.max(0, (info.active ?? 0) - 1);
+  for (const waiting of s.waitingForCapacity) s.hint(runKey(waiting));
+}
+
+/**
+ * Plans one DAG: stages its status, and makes the desired state hold exactly its children (a
+ * changed, new or dropped child is planned by the Run planner in this same pass).
+ */
+export async function reconcileDag(s: PassScope, name: string): Promise<ReconcileResult> {
+  const current = s.status.get<DagStatusDoc>('DAG', name);
+  // Planned more than once in a pass: the commit message still says every node that moved.
+  if (!s.dagPassBase.has(name)) s.dagPassBase.set(name, current);
+  const since = s.dagPassBase.get(name);
+  const ctx: DagPlanContext = {
+    now: s.planContext.now,
+    specCommit: s.planContext.specCommit,
+    caches: s.dagCaches,
+    ...(s.storeUrl && s.objects ? { storeUrl: s.storeUrl } : {}),
+  };
+  const desired = s.desired.dags.get(name);
+  const invalid = s.desired.invalidDags.get(name);
+  const input = {
+    name,
+    ...(desired ? { desired } : {}),
+    ...(invalid ? { invalid } : {}),
+    ...(current ? { current } : {}),
+    ...(since ? { since } : {}),
+    child: (run: string) => s.status.get<RunStatusDoc>('Run', run),
+    outputReady: (key: string) => (s.outputsReady.has(key) ? true : undefined),
+  };
+  let plan = planDag(input, ctx);
+  let result: ReconcileResult = {};
+  if (plan.unknownOutputs.length && s.objects) {
+    // Ask the store once for each output not yet seen complete, then plan again.
+    const seen = await outputsComplete(s, s.objects, plan.unknownOutputs);
+    plan = planDag({ ...input, outputReady: (key) => seen.get(key) ?? s.outputsReady.has(key) }, ctx);
+    if ([...seen.values()].some((ok) => !ok)) result = { requeueAfterMs: 2000 };
+  }
+  if (plan.doc && plan.doc !== current && plan.summary) {
+    s.status.stage('DAG', name, plan.doc, { summary: plan.summary, trailers: [['DAG', name]] });
+    s.logger.info({ dag: name, phase: plan.doc.status.phase }, plan.summary);
+  }
+  for (const key of s.desired.setDagChildren(name, plan.children)) s.hint(key);
+  return result;
+}
+
+async function outputsComplete(
+  s: PassScope,
+  objects: ObjectStore,
+  keys: readonly string[],
+): Promise<Map<string, boolean>> {
+  const seen = new Map<string, boolean>();
+  await Promise.all(
+    keys.map(async (key) => {
+      const [run, output] = key.split('/') as [string, string];
+      const m = await readOutputManifest(objects, run, output).catch(() => undefined);
+      const ok = m !== undefined && typeof m !== 'string';
+      seen.set(key, ok);
+      if (ok) s.outputsReady.add(key);
+    }),
+  );
+  return seen;
+}
+
+/** A due run that may be scheduled now and asks for GPUs: backends' free capacity is worth asking for. */
+export function wantsCapacity(key: string, desired: DesiredState, status: StatusWriter): boolean {
+  const [kind, name] = splitKey(key);
+  const run = kind === 'Run' ? desired.runs.get(name) : undefined;
+  if (!run || !(run.spec.resources?.gpus ?? 0)) return false;
+  const st = status.get<RunStatusDoc>('Run', name)?.status;
+  return !st || (!TERMINAL_PHASES.has(st.phase) && !isLiveAttempt(st.attempts.at(-1)));
+}
