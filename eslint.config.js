@@ -13,4 +13,59 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  // The package edges (docs/layout.md): cli/ sees the controller only through its barrel, the
+  // barrel never re-exports internal/, and the controller never depends on the CLI.
+  {
+    files: ['cli/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/controller/**', '!**/controller/index.js'],
+              message: 'cli/ imports the controller only through its barrel, controller/index.js.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['controller/**/*.ts'],
+    ignores: ['controller/index.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/cli/**'], message: 'controller/ must not depend on cli/.' }] },
+      ],
+    },
+  },
+  {
+    files: ['controller/index.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/cli/**'], message: 'controller/ must not depend on cli/.' },
+            { group: ['**/internal/**'], message: 'the barrel never re-exports internal/.' },
+          ],
+        },
+      ],
+    },
+  },
+  // Small pieces (docs/architecture.md): the pass reads top to bottom in one short file, and no
+  // function of the controller grows past what a reader holds in mind at once.
+  {
+    files: ['controller/**/*.ts'],
+    ignores: ['controller/**/*.test.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
+    files: ['controller/controller.ts'],
+    rules: { 'max-lines': ['error', { max: 400, skipBlankLines: false, skipComments: false }] },
+  },
 );

@@ -1,48 +1,8 @@
 /**
- * A DAG as a graph: Mermaid (renders in GitHub, GitLab and most Markdown viewers) and Graphviz
- * DOT, with each node's phase. The same layout data serves `adv describe dag` and the dashboard.
+ * A DAG as text: Mermaid (renders in GitHub, GitLab and most Markdown viewers) and Graphviz DOT,
+ * each node with its phase. The layout (`graphOf`) is the controller's, shared with the dashboard.
  */
-import type { DagSpec } from '../controller/spec/schema.js';
-import type { DagStatusDoc } from '../controller/status/types.js';
-
-export interface GraphNode {
-  id: string;
-  phase: string;
-  needs: string[];
-  /** Input name per dependency: `train` reads `TOKENS` from `tokenize`. */
-  inputsFrom: Record<string, string[]>;
-  /** Longest path from a root: the column the node is drawn in. */
-  depth: number;
-}
-
-export function graphOf(spec: DagSpec, doc: DagStatusDoc | undefined): GraphNode[] {
-  const byId = new Map(spec.nodes.map((n) => [n.id, n]));
-  const depth = new Map<string, number>();
-  const depthOf = (id: string, seen = new Set<string>()): number => {
-    const hit = depth.get(id);
-    if (hit !== undefined) return hit;
-    if (seen.has(id)) return 0; // a cycle cannot be in a valid spec; do not loop on a bad one
-    seen.add(id);
-    const needs = byId.get(id)?.needs ?? [];
-    const d = needs.length ? 1 + Math.max(...needs.map((n) => depthOf(n, seen))) : 0;
-    depth.set(id, d);
-    return d;
-  };
-  return spec.nodes.map((n) => {
-    const inputsFrom: Record<string, string[]> = {};
-    for (const [name, ref] of Object.entries(n.inputs ?? {})) {
-      const src = ref.split('.')[0]!;
-      (inputsFrom[src] ??= []).push(name);
-    }
-    return {
-      id: n.id,
-      phase: doc?.status.nodes[n.id]?.phase ?? 'Waiting',
-      needs: n.needs ?? [],
-      inputsFrom,
-      depth: depthOf(n.id),
-    };
-  });
-}
+import type { GraphNode } from '../controller/index.js';
 
 const COLOURS: Record<string, string> = {
   Succeeded: '#c8e6c9',

@@ -1,14 +1,4 @@
-/** kubectl-like presentation: ages, tables. */
-export function age(fromIso: string | undefined, now = Date.now()): string {
-  if (!fromIso) return '-';
-  const s = Math.max(0, Math.floor((now - Date.parse(fromIso)) / 1000));
-  if (s < 120) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 120) return `${m}m`;
-  const h = Math.floor(m / 60);
-  if (h < 48) return `${h}h`;
-  return `${Math.floor(h / 24)}d`;
-}
+/** kubectl-like presentation: tables and coloured phases (ages are the barrel's `age`, shared with the dashboard). */
 
 /**
  * A kubectl-style table. `style` may decorate a cell after it is padded (colour on a terminal):

@@ -3,9 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { AdvError, ErrorCode } from '../controller/index.js';
-import { git } from '../controller/git/native.js';
-import { isRemoteUrl } from '../controller/git/specs-repo.js';
+import { AdvError, ErrorCode, git, isRemoteUrl } from '../controller/index.js';
 
 /** `--repo` or, by default, the repository the current directory is in. */
 export async function resolveRepo(repo: string | undefined, cwd: string): Promise<string> {

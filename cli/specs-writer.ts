@@ -7,10 +7,24 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { AdvError, ErrorCode, DirectorySource, loadSpecs, type LoadResult } from '../controller/index.js';
-import { git, runGit } from '../controller/git/native.js';
-import { credentialEnv, isRemoteUrl } from '../controller/git/specs-repo.js';
+import {
+  AdvError,
+  DirectorySource,
+  ErrorCode,
+  credentialEnv,
+  git,
+  isRemoteUrl,
+  loadSpecs,
+  runGit,
+  type LoadResult,
+} from '../controller/index.js';
 import { FALLBACK_IDENTITY, hasIdentity } from './commands/init.js';
+
+/** `--repo` and `--branch` of the commands that commit to the specs repo. */
+export interface RepoOpts {
+  repo?: string;
+  branch: string;
+}
 
 export interface SpecsWorkTree {
   dir: string;

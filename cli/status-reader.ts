@@ -2,15 +2,13 @@
 import { createHash } from 'node:crypto';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { AdvError, ErrorCode } from '../controller/index.js';
-import { SpecsRepo, isRemoteUrl } from '../controller/git/specs-repo.js';
-import { StatusStore } from '../controller/status/store.js';
+import { AdvError, ErrorCode, SpecsRepo, StatusWriter, isRemoteUrl } from '../controller/index.js';
 import { gitToken, resolveRepo } from './repo.js';
 import type { Io } from './output.js';
 
 export interface StatusReader {
   repo: SpecsRepo;
-  store: StatusStore;
+  store: StatusWriter;
   close(): Promise<void>;
 }
 
@@ -46,7 +44,7 @@ export async function openStatus(
       });
     }
   }
-  const store = new StatusStore(
+  const store = new StatusWriter(
     repo.git,
     repo.mode === 'remote' ? `refs/remotes/origin/${repo.statusBranch}` : repo.statusRef,
     { name: 'adv', email: 'adv@localhost' },

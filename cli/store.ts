@@ -1,6 +1,5 @@
 /** The object store a command reads: `--store URL` / `ADV_STORE`, else the repo's Storage spec. */
-import { AdvError, ErrorCode, type Storage } from '../controller/index.js';
-import { storeTarget } from '../controller/storage.js';
+import { AdvError, ErrorCode, storeTarget, type Storage } from '../controller/index.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { defaultDataDir, gitToken, resolveRepo } from './repo.js';
 import { openSpecsWorkTree } from './specs-writer.js';

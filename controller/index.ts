@@ -1,4 +1,84 @@
-/** Public barrel of the controller package. `cli/` imports only from here. */
-export * from './spec/index.js';
-export * from './errors.js';
+/**
+ * Public barrel of the controller package: `cli/` imports only from here (a lint rule says so).
+ * Every name is listed on purpose; nothing from `internal/` is re-exported, and adding a name
+ * here widens the public API.
+ */
+
+// Errors: typed, with stable codes (the CLI maps them to exit codes in cli/exit.ts).
+export { AdvError, ErrorCode, isAdvError } from './errors.js';
 export { VERSION } from './version.js';
+
+// Specs: the kinds, loading and diagnostics.
+export {
+  API_VERSION,
+  Kind,
+  KINDS,
+  DEFAULT_LIMITS,
+  DirectorySource,
+  SpecLoader,
+  devicesOf,
+  findCycle,
+  formatDiagnostic,
+  formatPath,
+  isSpecFile,
+  loadSpecs,
+} from './spec/index.js';
+export type {
+  Backend,
+  BackendSpec,
+  Dag,
+  DagNode,
+  DagSpec,
+  Diagnostic,
+  InvalidDocument,
+  LoadedDocument,
+  LoadedObject,
+  LoadResult,
+  Parallelism,
+  ParseLimits,
+  Policy,
+  Resources,
+  Run,
+  RunSpec,
+  SpecFileRef,
+  SpecObject,
+  SpecSource,
+  Storage,
+  StorageSpec,
+} from './spec/index.js';
+export { CROSS_FILE_CODES } from './spec/loader.js';
+export { schemaJson, writeSchemas } from './spec/gen.js';
+
+// Git: the specs repo, native git, specs read from a commit's tree.
+export { git, runGit } from './git/native.js';
+export { SpecsRepo, credentialEnv, isRemoteUrl } from './git/specs-repo.js';
+export { GitTreeSource, TreeListingCache } from './git/tree-source.js';
+
+// Status: the status branch and what is in it, and how it is shown.
+export { StatusWriter } from './status/writer.js';
+export type {
+  Attempt,
+  BackendStatusDoc,
+  Condition,
+  DagStatusDoc,
+  RunStatusDoc,
+  StatusDoc,
+} from './status/types.js';
+export { age } from './status/age.js';
+export { graphOf } from './status/dag-graph.js';
+export type { GraphNode } from './status/dag-graph.js';
+
+// Planning: what merging a branch would do (`adv plan`), and the annotations the CLI commits.
+export { planChanges } from './reconcile/plan-changes.js';
+export type { PlanReport, RunPlanItem } from './reconcile/plan-changes.js';
+export { nodeRunSpec } from './reconcile/dag-plan.js';
+export { resolveCodeRefs } from './reconcile/desired.js';
+export { RECONCILE_ANNOTATION, RETRY_ANNOTATION } from './reconcile/run-plan.js';
+export { backendInfoOf } from './backends/registry.js';
+export { storeTarget } from './storage.js';
+
+// The running controller, its HTTP server and the dashboard.
+export { Controller } from './controller.js';
+export type { ControllerOptions } from './controller.js';
+export { serve } from './serve.js';
+export { dashboardRoute } from './dashboard/index.js';

@@ -24,6 +24,7 @@ import {
   type CheckpointManifest,
   type RestoreResult,
 } from './checkpoint.js';
+import { heartbeatKey, type Heartbeat } from './heartbeat.js';
 import type { ExitRecord } from './records.js';
 import type { ObjectStore } from './store/types.js';
 
@@ -131,7 +132,7 @@ export class Worker {
   }
 
   private async heartbeat(): Promise<void> {
-    const body = {
+    const body: Heartbeat = {
       time: new Date().toISOString(),
       run: this.o.run,
       attempt: this.o.attempt,
@@ -150,7 +151,7 @@ export class Worker {
       ...(this.current !== undefined ? { uploading: this.current } : {}),
     };
     await this.o.store
-      .put(`${attemptPrefix(this.o.run, this.o.attempt)}heartbeat.json`, JSON.stringify(body, null, 2) + '\n')
+      .put(heartbeatKey(this.o.run, this.o.attempt), JSON.stringify(body, null, 2) + '\n')
       .catch((e: Error) => this.o.log(`warning: heartbeat failed: ${e.message}`));
   }
 

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { AdvError, ErrorCode } from '../../controller/index.js';
+import { AdvError, ErrorCode, age } from '../../controller/index.js';
 import { gcCheckpoints, listCheckpoints, restoreLatest } from '../../runtime/checkpoint.js';
 import { progressBar } from '../../runtime/progress.js';
-import { age, renderTable } from '../format.js';
+import { renderTable } from '../format.js';
 import { parseDuration } from '../repo.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
 import type { Io } from '../output.js';

@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
-import { Controller } from '../../controller/controller.js';
-import { dashboardRoute } from '../../controller/dashboard/index.js';
-import { serve } from '../../controller/serve.js';
+import { Controller, dashboardRoute, serve } from '../../controller/index.js';
 import { makeLogger } from '../logger.js';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
 import type { Io } from '../output.js';

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { DagStatusDoc } from '../../controller/status/types.js';
-import { graphOf, toDot, toMermaid } from '../dag-graph.js';
+import { AdvError, ErrorCode, graphOf, type DagStatusDoc } from '../../controller/index.js';
+import { toDot, toMermaid } from '../dag-graph.js';
 import { openStatus } from '../status-reader.js';
 import type { Io } from '../output.js';
 

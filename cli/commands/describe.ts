@@ -1,16 +1,18 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { stringify } from 'yaml';
-import { AdvError, ErrorCode } from '../../controller/index.js';
-import type {
-  Attempt,
-  Condition,
-  DagStatusDoc,
-  RunStatusDoc,
-  StatusDoc,
-} from '../../controller/status/types.js';
-import { age, renderTable } from '../format.js';
-import { graphOf } from '../dag-graph.js';
+import {
+  AdvError,
+  ErrorCode,
+  age,
+  graphOf,
+  type Attempt,
+  type Condition,
+  type DagStatusDoc,
+  type RunStatusDoc,
+  type StatusDoc,
+} from '../../controller/index.js';
+import { renderTable } from '../format.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import type { Io } from '../output.js';
 

@@ -1,9 +1,15 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { stringify } from 'yaml';
-import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { BackendStatusDoc, DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
-import { age, phaseStyle, renderTable } from '../format.js';
+import {
+  AdvError,
+  ErrorCode,
+  age,
+  type BackendStatusDoc,
+  type DagStatusDoc,
+  type RunStatusDoc,
+} from '../../controller/index.js';
+import { phaseStyle, renderTable } from '../format.js';
 import { colours, type Io } from '../output.js';
 import { parseDuration } from '../repo.js';
 import { openStatus } from '../status-reader.js';

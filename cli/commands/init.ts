@@ -2,9 +2,7 @@ import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { AdvError, ErrorCode } from '../../controller/index.js';
-import { git } from '../../controller/git/native.js';
-import { writeSchemas } from '../../controller/spec/gen.js';
+import { AdvError, ErrorCode, git, writeSchemas } from '../../controller/index.js';
 import { initFiles } from '../templates.js';
 import type { Io } from '../output.js';
 

@@ -1,21 +1,32 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { AdvError, ErrorCode } from '../../controller/index.js';
-import { unusableBecause } from '../../controller/backends/registry.js';
-import { SpecsRepo } from '../../controller/git/specs-repo.js';
-import { GitTreeSource, TreeListingCache } from '../../controller/git/tree-source.js';
-import { planChanges, type PlanReport, type RunPlanItem } from '../../controller/reconcile/plan-changes.js';
-import { loadSpecs, type LoadResult } from '../../controller/spec/loader.js';
-import type { Backend, Dag, Run, Storage } from '../../controller/spec/schema.js';
-import { nodeRunSpec } from '../../controller/reconcile/dag-plan.js';
-import { resolveCodeRefs } from '../../controller/reconcile/desired.js';
-import { cacheDirFor } from '../status-reader.js';
-import { StatusStore } from '../../controller/status/store.js';
-import type { DagStatusDoc, RunStatusDoc } from '../../controller/status/types.js';
-import { storeTarget } from '../../controller/storage.js';
+import {
+  AdvError,
+  ErrorCode,
+  GitTreeSource,
+  SpecsRepo,
+  StatusWriter,
+  TreeListingCache,
+  backendInfoOf,
+  loadSpecs,
+  nodeRunSpec,
+  planChanges,
+  resolveCodeRefs,
+  storeTarget,
+  type Backend,
+  type Dag,
+  type DagStatusDoc,
+  type LoadResult,
+  type PlanReport,
+  type Run,
+  type RunPlanItem,
+  type RunStatusDoc,
+  type Storage,
+} from '../../controller/index.js';
 import { ExitCode } from '../exit.js';
 import { colours, type Io } from '../output.js';
 import { resolveRepo } from '../repo.js';
+import { cacheDirFor } from '../status-reader.js';
 
 const SIGN: Record<RunPlanItem['change'], string> = {
   start: '+',
@@ -99,16 +110,12 @@ Examples:
           const statusRef = (await git.resolveRef(`refs/remotes/origin/${statusBranch}`))
             ? `refs/remotes/origin/${statusBranch}`
             : `refs/heads/${statusBranch}`;
-          const status = new StatusStore(git, statusRef, { name: 'adv', email: 'adv@localhost' });
+          const status = new StatusWriter(git, statusRef, { name: 'adv', email: 'adv@localhost' });
           if (await git.resolveRef(statusRef)) await status.load();
 
           const backends = h.objects
             .filter((o) => o.kind === 'Backend')
-            .map((o) => {
-              const spec = (o.object as Backend).spec;
-              const why = unusableBecause(spec);
-              return { name: o.name, spec, usable: !why, ...(why ? { why } : {}) };
-            });
+            .map((o) => backendInfoOf(o.name, (o.object as Backend).spec));
           const storage = h.objects.find((o) => o.kind === 'Storage');
           // The code refs of HEAD's runs and DAG nodes, as the controller resolves them.
           const specs = h.objects.flatMap((o) =>

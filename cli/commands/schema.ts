@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { AdvError, ErrorCode, KINDS, type Kind } from '../../controller/index.js';
-import { schemaJson, writeSchemas } from '../../controller/spec/gen.js';
+import { AdvError, ErrorCode, KINDS, schemaJson, writeSchemas, type Kind } from '../../controller/index.js';
 import type { Io } from '../output.js';
 
 export function registerSchema(program: Command, io: Io): void {

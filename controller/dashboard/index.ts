@@ -9,12 +9,13 @@
  *                                                        GET /ui/api/runs/<name>/logs?attempt=N&after=K
  *   GET /ui/dags/<name>               one DAG            GET /ui/api/dags/<name>
  */
+import { ENDED_ATTEMPT_PHASES } from '../status/phases.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { attemptPrefix } from '../../runtime/checkpoint.js';
 import type { Controller } from '../controller.js';
 import type { Route } from '../serve.js';
-import type { Attempt } from '../status/types.js';
+import type { Attempt, RunStatusDoc } from '../status/types.js';
 import { CSS, JS } from './assets.js';
 import { dagView, notFoundView, overviewView, page, runView, type View } from './pages.js';
 
@@ -46,7 +47,6 @@ const SECURITY_HEADERS = {
 };
 
 const NAME = /^[a-z0-9][a-z0-9.-]{0,252}$/;
-const ENDED_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled', 'Preempted', 'Lost']);
 
 /** Whether the request's Host is one the dashboard answers (see DashboardOptions.allowedHosts). */
 export function hostAllowed(host: string | undefined, allowed: readonly string[] = []): boolean {
@@ -78,12 +78,14 @@ export async function readLogChunk(
   run: string,
   after: number,
 ): Promise<LogChunk> {
-  const store = c.objectStore;
+  const store = c.view.objectStore;
   if (!store) return { attempt: attempt.n, after, text: '', more: false, done: true };
   const base = attemptPrefix(run, attempt.n);
   // Ended is decided before listing: the last part is written before the exit record.
   const ended =
-    !!attempt.finishedAt || ENDED_PHASES.has(attempt.phase) || !!(await store.head(`${base}exit.json`));
+    !!attempt.finishedAt ||
+    ENDED_ATTEMPT_PHASES.has(attempt.phase) ||
+    !!(await store.head(`${base}exit.json`));
   const keys: string[] = [];
   for await (const o of store.list(`${base}logs/`)) keys.push(o.key);
   keys.sort();
@@ -133,119 +135,160 @@ function intParam(url: URL, key: string): number | undefined | null {
   return /^\d{1,9}$/.test(v) ? Number(v) : null;
 }
 
+const TEXT = 'text/plain; charset=utf-8';
+
+/** A request for a page under /ui/ (or its data under /ui/api/), with what answering it needs. */
+interface PageRequest {
+  c: Controller;
+  res: ServerResponse;
+  url: URL;
+  path: string;
+  /** Asked under /ui/api/: answer JSON, not a page. */
+  api: boolean;
+  /** The decoded path segments after `/ui/` (and `api/`). */
+  parts: string[];
+  now: number;
+  refreshMs: number;
+}
+
+function htmlPage(r: PageRequest, code: number, view: View, api?: string): void {
+  send(
+    r.res,
+    code,
+    'text/html; charset=utf-8',
+    page(view, { ...(api ? { api } : {}), refreshMs: r.refreshMs }),
+  );
+}
+
+/** A view as a page that refreshes from `api`, or under /ui/api/ as that JSON. */
+function sendView(r: PageRequest, view: View, api: string): void {
+  if (r.api) sendJson(r.res, 200, { ...view.data, sections: sectionsOf(view) });
+  else htmlPage(r, 200, view, api);
+}
+
+function notFound(r: PageRequest, what: string): void {
+  if (r.api) sendJson(r.res, 404, { error: what });
+  else htmlPage(r, 404, notFoundView(what));
+}
+
+/**
+ * Answers what is not a page: a write (the dashboard is read-only), a Host it does not answer,
+ * and `/ui` without its slash. Returns whether it answered.
+ */
+function refuseOrRedirect(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  allowedHosts: readonly string[] | undefined,
+): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    send(res, 405, TEXT, 'the dashboard is read-only\n', { allow: 'GET, HEAD' });
+    return true;
+  }
+  if (!hostAllowed(req.headers.host, allowedHosts)) {
+    send(
+      res,
+      403,
+      TEXT,
+      `the dashboard answers only localhost and IP addresses, not Host ${req.headers.host}: ` +
+        'reach it through an SSH tunnel, or have your proxy send the upstream address as Host\n',
+    );
+    return true;
+  }
+  if (path === '/ui') {
+    send(res, 308, TEXT, '', { location: '/ui/' });
+    return true;
+  }
+  return false;
+}
+
+/** The path's segments after `/ui/`, decoded; undefined when one is not valid percent-encoding. */
+function segmentsOf(path: string): string[] | undefined {
+  try {
+    return path.slice('/ui/'.length).split('/').map(decodeURIComponent);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The route table: which handler answers which path. */
+async function routeRequest(r: PageRequest): Promise<void> {
+  const [top, name, sub, ...extra] = r.parts;
+  if (!r.api && top === 'assets' && r.parts.length === 2) return sendAsset(r, name);
+  if (r.parts.length === 1 && top === (r.api ? 'overview' : '')) return sendOverview(r);
+  if (top === 'runs' && name !== undefined && !extra.length) return sendRun(r, name, sub);
+  if (top === 'dags' && name !== undefined && sub === undefined) return sendDag(r, name);
+  notFound(r, `No page ${r.path}.`);
+}
+
+function sendAsset(r: PageRequest, name: string | undefined): void {
+  if (name === 'app.css') send(r.res, 200, 'text/css; charset=utf-8', CSS, { 'cache-control': 'no-cache' });
+  else if (name === 'app.js')
+    send(r.res, 200, 'text/javascript; charset=utf-8', JS, { 'cache-control': 'no-cache' });
+  else notFound(r, `No asset ${name}.`);
+}
+
+function sendOverview(r: PageRequest): void {
+  sendView(r, overviewView(r.c, r.now), '/ui/api/overview');
+}
+
+/** A run's page (`?attempt=N` picks whose logs it shows), or under /ui/api/ its data or `logs`. */
+async function sendRun(r: PageRequest, name: string, sub: string | undefined): Promise<void> {
+  const doc = NAME.test(name) ? r.c.view.runStatus(name) : undefined;
+  if (!doc) return notFound(r, `There is no run "${name}" on the status branch.`);
+  const attempt = intParam(r.url, 'attempt');
+  if (attempt === null) return send(r.res, 400, TEXT, 'attempt must be a number\n');
+  if (r.api && sub === 'logs') return sendLogs(r, doc, attempt);
+  if (sub !== undefined) return notFound(r, `No page ${r.path}.`);
+  const view = await runView(r.c, doc, attempt, r.now);
+  const q = attempt !== undefined ? `?attempt=${attempt}` : '';
+  sendView(r, view, `/ui/api/runs/${encodeURIComponent(name)}${q}`);
+}
+
+/** The log parts of an attempt (the last one by default) after the first `after`. */
+async function sendLogs(r: PageRequest, doc: RunStatusDoc, attempt: number | undefined): Promise<void> {
+  const name = doc.metadata.name;
+  const after = intParam(r.url, 'after');
+  if (after === null) return sendJson(r.res, 400, { error: 'after must be a number' });
+  const n = attempt ?? doc.status.attempts.at(-1)?.n;
+  const a = doc.status.attempts.find((x) => x.n === n);
+  if (!a) {
+    return notFound(
+      r,
+      n === undefined ? `run ${name} has no attempt yet` : `run ${name} has no attempt ${n}`,
+    );
+  }
+  sendJson(r.res, 200, await readLogChunk(r.c, a, name, after ?? 0));
+}
+
+async function sendDag(r: PageRequest, name: string): Promise<void> {
+  const doc = NAME.test(name) ? r.c.view.dagStatus(name) : undefined;
+  if (!doc) return notFound(r, `There is no DAG "${name}" on the status branch.`);
+  const view = await dagView(r.c, doc, r.now);
+  sendView(r, view, `/ui/api/dags/${encodeURIComponent(name)}`);
+}
+
 /** The dashboard as a route for `serve(controller, { routes })`. */
 export function dashboardRoute(c: Controller, opts: DashboardOptions = {}): Route {
   const refreshMs = opts.refreshMs ?? 2000;
   const now = opts.now ?? Date.now;
-
-  const htmlPage = (res: ServerResponse, code: number, view: View, api?: string) =>
-    send(res, code, 'text/html; charset=utf-8', page(view, { ...(api ? { api } : {}), refreshMs }));
-  const notFound = (res: ServerResponse, api: boolean, what: string) =>
-    api ? sendJson(res, 404, { error: what }) : htmlPage(res, 404, notFoundView(what));
-
   return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
     if (path !== '/ui' && !path.startsWith('/ui/')) return false;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      send(res, 405, 'text/plain; charset=utf-8', 'the dashboard is read-only\n', { allow: 'GET, HEAD' });
-      return true;
-    }
-    if (!hostAllowed(req.headers.host, opts.allowedHosts)) {
-      send(
-        res,
-        403,
-        'text/plain; charset=utf-8',
-        `the dashboard answers only localhost and IP addresses, not Host ${req.headers.host}: ` +
-          'reach it through an SSH tunnel, or have your proxy send the upstream address as Host\n',
-      );
-      return true;
-    }
-    if (path === '/ui') {
-      send(res, 308, 'text/plain; charset=utf-8', '', { location: '/ui/' });
-      return true;
-    }
+    if (refuseOrRedirect(req, res, path, opts.allowedHosts)) return true;
     const url = new URL(req.url ?? '/', 'http://dashboard');
-    let rest: string[];
-    try {
-      rest = path.slice('/ui/'.length).split('/').map(decodeURIComponent);
-    } catch {
-      send(res, 400, 'text/plain; charset=utf-8', 'bad URL encoding\n');
+    const segments = segmentsOf(path);
+    if (!segments) {
+      send(res, 400, TEXT, 'bad URL encoding\n');
       return true;
     }
-    const api = rest[0] === 'api';
-    if (api) rest = rest.slice(1);
-    const [top, name, sub, ...extra] = rest;
-    const t = now();
+    const api = segments[0] === 'api';
+    const parts = api ? segments.slice(1) : segments;
+    const r: PageRequest = { c, res, url, path, api, parts, now: now(), refreshMs };
     try {
-      if (!api && top === 'assets' && rest.length === 2) {
-        if (name === 'app.css')
-          send(res, 200, 'text/css; charset=utf-8', CSS, { 'cache-control': 'no-cache' });
-        else if (name === 'app.js')
-          send(res, 200, 'text/javascript; charset=utf-8', JS, { 'cache-control': 'no-cache' });
-        else notFound(res, false, `No asset ${name}.`);
-        return true;
-      }
-      if ((!api && rest.length === 1 && top === '') || (api && rest.length === 1 && top === 'overview')) {
-        const view = overviewView(c, t);
-        if (api) sendJson(res, 200, { ...view.data, sections: sectionsOf(view) });
-        else htmlPage(res, 200, view, '/ui/api/overview');
-        return true;
-      }
-      if (top === 'runs' && name !== undefined && !extra.length) {
-        const doc = NAME.test(name) ? c.runStatus(name) : undefined;
-        if (!doc) {
-          notFound(res, api, `There is no run "${name}" on the status branch.`);
-          return true;
-        }
-        const attempt = intParam(url, 'attempt');
-        if (attempt === null) {
-          send(res, 400, 'text/plain; charset=utf-8', 'attempt must be a number\n');
-          return true;
-        }
-        if (api && sub === 'logs') {
-          const after = intParam(url, 'after');
-          if (after === null) {
-            sendJson(res, 400, { error: 'after must be a number' });
-            return true;
-          }
-          const n = attempt ?? doc.status.attempts.at(-1)?.n;
-          const a = doc.status.attempts.find((x) => x.n === n);
-          if (!a) {
-            notFound(
-              res,
-              true,
-              n === undefined ? `run ${name} has no attempt yet` : `run ${name} has no attempt ${n}`,
-            );
-            return true;
-          }
-          sendJson(res, 200, await readLogChunk(c, a, name, after ?? 0));
-          return true;
-        }
-        if (sub !== undefined) {
-          notFound(res, api, `No page ${path}.`);
-          return true;
-        }
-        const view = await runView(c, doc, attempt, t);
-        const q = attempt !== undefined ? `?attempt=${attempt}` : '';
-        if (api) sendJson(res, 200, { ...view.data, sections: sectionsOf(view) });
-        else htmlPage(res, 200, view, `/ui/api/runs/${encodeURIComponent(name)}${q}`);
-        return true;
-      }
-      if (top === 'dags' && name !== undefined && sub === undefined) {
-        const doc = NAME.test(name) ? c.dagStatus(name) : undefined;
-        if (!doc) {
-          notFound(res, api, `There is no DAG "${name}" on the status branch.`);
-          return true;
-        }
-        const view = await dagView(c, doc, t);
-        if (api) sendJson(res, 200, { ...view.data, sections: sectionsOf(view) });
-        else htmlPage(res, 200, view, `/ui/api/dags/${encodeURIComponent(name)}`);
-        return true;
-      }
-      notFound(res, api, `No page ${path}.`);
+      await routeRequest(r);
     } catch (e) {
       c.logger.warn({ err: e, path }, 'dashboard request failed');
-      if (!res.headersSent)
-        send(res, 500, 'text/plain; charset=utf-8', `the dashboard failed: ${(e as Error).message}\n`);
+      if (!res.headersSent) send(res, 500, TEXT, `the dashboard failed: ${(e as Error).message}\n`);
       else res.end();
     }
     return true;

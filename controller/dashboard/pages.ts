@@ -3,9 +3,9 @@
  * a list of sections; the ones with an id are re-rendered by `GET /ui/api/...` every refresh and
  * swapped in place by the script, the others (the log tail) are rendered once.
  */
-import { age } from '../../cli/format.js';
-import { graphOf, type GraphNode } from '../../cli/dag-graph.js';
 import type { Controller } from '../controller.js';
+import { age } from '../status/age.js';
+import { graphOf, type GraphNode } from '../status/dag-graph.js';
 import type { Attempt, BackendStatusDoc, Condition, DagStatusDoc, RunStatusDoc } from '../status/types.js';
 import { html, phaseClass, type Html } from './html.js';
 import { dagSvg } from './svg.js';
@@ -118,24 +118,21 @@ const facts = (items: [string, Html | string | undefined][]): Html =>
 // ---------------------------------------------------------------------------------------------
 // Overview
 
-export function overviewView(c: Controller, now: number): View {
-  const runs = c
-    .statusNames('Run')
+/** The status documents of one kind, by name; a name whose document is gone is left out. */
+function statusDocs<T>(
+  c: Controller,
+  kind: 'Run' | 'DAG' | 'Backend',
+  get: (name: string) => T | undefined,
+): T[] {
+  return c.view
+    .statusNames(kind)
     .sort()
-    .map((n) => c.runStatus(n))
-    .filter((d): d is RunStatusDoc => !!d);
-  const dags = c
-    .statusNames('DAG')
-    .sort()
-    .map((n) => c.dagStatus(n))
-    .filter((d): d is DagStatusDoc => !!d);
-  const backends = c
-    .statusNames('Backend')
-    .sort()
-    .map((n) => c.backendStatus(n))
-    .filter((d): d is BackendStatusDoc => !!d);
+    .map((n) => get(n))
+    .filter((d): d is T => !!d);
+}
 
-  const runRows = runs.map((d) => {
+function runRows(runs: readonly RunStatusDoc[], now: number): Html[] {
+  return runs.map((d) => {
     const a = d.status.attempts.at(-1);
     const name = d.metadata.name;
     const owner = d.status.owner;
@@ -150,7 +147,10 @@ export function overviewView(c: Controller, now: number): View {
       <td data-col="reason" class="muted">${d.status.reason ?? ''}</td>
     </tr>`;
   });
-  const dagRows = dags.map((d) => {
+}
+
+function dagRows(dags: readonly DagStatusDoc[], now: number): Html[] {
+  return dags.map((d) => {
     const nodes = Object.values(d.status.nodes);
     const ok = nodes.filter((x) => x.phase === 'Succeeded').length;
     const name = d.metadata.name;
@@ -162,7 +162,10 @@ export function overviewView(c: Controller, now: number): View {
       <td data-col="reason" class="muted">${d.status.reason ?? ''}</td>
     </tr>`;
   });
-  const backendRows = backends.map((d) => {
+}
+
+function backendRows(backends: readonly BackendStatusDoc[]): Html[] {
+  return backends.map((d) => {
     const ready = d.status.conditions.find((x) => x.type === 'Ready');
     const degraded = d.status.conditions.find((x) => x.type === 'Degraded');
     const name = d.metadata.name;
@@ -183,6 +186,53 @@ export function overviewView(c: Controller, now: number): View {
       <td data-col="active" class="num">${d.status.activeAttempts}</td>
     </tr>`;
   });
+}
+
+/** The overview's JSON: the tables' facts, as values rather than markup. */
+function overviewData(
+  runs: readonly RunStatusDoc[],
+  dags: readonly DagStatusDoc[],
+  backends: readonly BackendStatusDoc[],
+): View['data'] {
+  return {
+    runs: runs.map((d) => {
+      const a = d.status.attempts.at(-1);
+      return {
+        name: d.metadata.name,
+        owner: d.status.owner ?? null,
+        phase: d.status.phase,
+        reason: d.status.reason ?? null,
+        backend: a?.backend ?? null,
+        attempt: a?.n ?? null,
+        step: d.status.checkpoint?.step ?? null,
+        totalSteps: d.appliedSpec?.totalSteps ?? null,
+        createdAt: d.status.createdAt ?? null,
+      };
+    }),
+    dags: dags.map((d) => {
+      const nodes = Object.values(d.status.nodes);
+      return {
+        name: d.metadata.name,
+        phase: d.status.phase,
+        succeeded: nodes.filter((x) => x.phase === 'Succeeded').length,
+        nodes: nodes.length,
+        createdAt: d.status.createdAt ?? null,
+      };
+    }),
+    backends: backends.map((d) => ({
+      name: d.metadata.name,
+      type: d.status.type,
+      ready: d.status.conditions.find((x) => x.type === 'Ready')?.status ?? 'Unknown',
+      degraded: d.status.conditions.find((x) => x.type === 'Degraded')?.status === 'True',
+      activeAttempts: d.status.activeAttempts,
+    })),
+  };
+}
+
+export function overviewView(c: Controller, now: number): View {
+  const runs = statusDocs(c, 'Run', (n) => c.view.runStatus(n));
+  const dags = statusDocs(c, 'DAG', (n) => c.view.dagStatus(n));
+  const backends = statusDocs(c, 'Backend', (n) => c.view.backendStatus(n));
 
   return {
     title: 'AdventureTime',
@@ -192,58 +242,26 @@ export function overviewView(c: Controller, now: number): View {
         body: html`<h2>Runs <span class="muted">(${runs.length})</span></h2>
           ${table(
             ['Name', 'Owner', 'Phase', 'Backend', ['Attempt', 'num'], 'Progress', 'Age', 'Reason'],
-            runRows,
+            runRows(runs, now),
             'No runs yet.',
           )}`,
       },
       {
         id: 'dags',
         body: html`<h2>DAGs <span class="muted">(${dags.length})</span></h2>
-          ${table(['Name', 'Phase', ['Succeeded', 'num'], 'Age', 'Reason'], dagRows, 'No DAGs.')}`,
+          ${table(['Name', 'Phase', ['Succeeded', 'num'], 'Age', 'Reason'], dagRows(dags, now), 'No DAGs.')}`,
       },
       {
         id: 'backends',
         body: html`<h2>Backends <span class="muted">(${backends.length})</span></h2>
           ${table(
             ['Name', 'Type', 'Ready', 'Degraded', ['Active attempts', 'num']],
-            backendRows,
+            backendRows(backends),
             'No backends.',
           )}`,
       },
     ],
-    data: {
-      runs: runs.map((d) => {
-        const a = d.status.attempts.at(-1);
-        return {
-          name: d.metadata.name,
-          owner: d.status.owner ?? null,
-          phase: d.status.phase,
-          reason: d.status.reason ?? null,
-          backend: a?.backend ?? null,
-          attempt: a?.n ?? null,
-          step: d.status.checkpoint?.step ?? null,
-          totalSteps: d.appliedSpec?.totalSteps ?? null,
-          createdAt: d.status.createdAt ?? null,
-        };
-      }),
-      dags: dags.map((d) => {
-        const nodes = Object.values(d.status.nodes);
-        return {
-          name: d.metadata.name,
-          phase: d.status.phase,
-          succeeded: nodes.filter((x) => x.phase === 'Succeeded').length,
-          nodes: nodes.length,
-          createdAt: d.status.createdAt ?? null,
-        };
-      }),
-      backends: backends.map((d) => ({
-        name: d.metadata.name,
-        type: d.status.type,
-        ready: d.status.conditions.find((x) => x.type === 'Ready')?.status ?? 'Unknown',
-        degraded: d.status.conditions.find((x) => x.type === 'Degraded')?.status === 'True',
-        activeAttempts: d.status.activeAttempts,
-      })),
-    },
+    data: overviewData(runs, dags, backends),
   };
 }
 
@@ -335,7 +353,7 @@ function attemptsTable(doc: RunStatusDoc, now: number): Html {
 async function historyTable(c: Controller, kind: 'Run' | 'DAG', name: string, now: number): Promise<Html> {
   let commits: { oid: string; time: number; message: string }[];
   try {
-    commits = await c.statusHistory(kind, name, 30);
+    commits = await c.view.statusHistory(kind, name, 30);
   } catch (e) {
     return html`<p class="muted">The history is not available: ${(e as Error).message}</p>`;
   }
@@ -353,18 +371,12 @@ async function historyTable(c: Controller, kind: 'Run' | 'DAG', name: string, no
   );
 }
 
-export async function runView(
-  c: Controller,
-  doc: RunStatusDoc,
-  attemptParam: number | undefined,
-  now: number,
-): Promise<View> {
-  const name = doc.metadata.name;
+/** A run's heading and facts: phase, why, where it runs, how far it got, and which spec. */
+function runSummary(doc: RunStatusDoc, now: number): Html {
   const st = doc.status;
   const last = st.attempts.at(-1);
-  const attempt = attemptParam ?? last?.n;
   const owner = st.owner;
-  const summary = html`<h1>${name} ${badge(st.phase)}</h1>
+  return html`<h1>${doc.metadata.name} ${badge(st.phase)}</h1>
     ${facts([
       ['Reason', st.reason],
       ['Message', st.message ? html`<span class="why">${st.message}</span>` : undefined],
@@ -393,25 +405,38 @@ export async function runView(
         st.codeCommit ? html`<span class="mono">${st.codeCommit.slice(0, 10)}</span>` : undefined,
       ],
     ])}`;
+}
 
-  const store = c.objectStore;
-  let logs: Html;
-  if (!st.attempts.length) logs = html`<p class="muted">No attempt yet: reload once one has started.</p>`;
+/**
+ * Where an attempt's log goes: a `<pre>` the script fills from the logs endpoint, or why there is
+ * none to show (no attempt yet, no object store, no such attempt).
+ */
+function logsPane(c: Controller, doc: RunStatusDoc, attempt: number | undefined): Html {
+  const name = doc.metadata.name;
+  const st = doc.status;
+  const store = c.view.objectStore;
+  if (!st.attempts.length) return html`<p class="muted">No attempt yet: reload once one has started.</p>`;
   else if (!store)
-    logs = html`<p class="muted">
+    return html`<p class="muted">
       No object store is configured (a Storage spec): logs stay on the backend.
     </p>`;
   else if (!st.attempts.some((a) => a.n === attempt))
-    logs = html`<p class="muted">There is no attempt ${attempt}.</p>`;
+    return html`<p class="muted">There is no attempt ${attempt}.</p>`;
   else
-    logs = html`<p id="logs-note" class="muted">loading…</p>
+    return html`<p id="logs-note" class="muted">loading…</p>
       <pre
         id="logs"
         class="logs"
         data-attempt="${attempt}"
         data-logs="${`/ui/api/runs/${encodeURIComponent(name)}/logs?attempt=${attempt}`}"
       ></pre>`;
-  const picker = st.attempts.length
+}
+
+/** Links to each attempt's logs; the one shown is in bold. */
+function attemptPicker(doc: RunStatusDoc, attempt: number | undefined): Html {
+  const name = doc.metadata.name;
+  const st = doc.status;
+  return st.attempts.length
     ? html`<p class="attempt-picker">
         Attempt:
         ${st.attempts.map((a) =>
@@ -421,6 +446,20 @@ export async function runView(
         )}
       </p>`
     : html``;
+}
+
+export async function runView(
+  c: Controller,
+  doc: RunStatusDoc,
+  attemptParam: number | undefined,
+  now: number,
+): Promise<View> {
+  const name = doc.metadata.name;
+  const st = doc.status;
+  const attempt = attemptParam ?? st.attempts.at(-1)?.n;
+  const summary = runSummary(doc, now);
+  const logs = logsPane(c, doc, attempt);
+  const picker = attemptPicker(doc, attempt);
 
   return {
     title: `run ${name}`,
@@ -468,7 +507,7 @@ export function dagGraph(doc: DagStatusDoc): GraphNode[] {
 export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Promise<View> {
   const name = doc.metadata.name;
   const st = doc.status;
-  const runs = new Set(c.statusNames('Run'));
+  const runs = new Set(c.view.statusNames('Run'));
   const graph = dagGraph(doc);
   const childOf = (id: string) => st.nodes[id]?.run ?? `${name}.${id}`;
   const link = (id: string) => (runs.has(childOf(id)) ? runHref(childOf(id)) : undefined);

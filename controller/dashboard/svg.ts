@@ -3,7 +3,7 @@
  * each column, edges as curves from a dependency's right side to the dependent's left side.
  * Colours come from the stylesheet by phase class, so the page needs no inline style.
  */
-import type { GraphNode } from '../../cli/dag-graph.js';
+import type { GraphNode } from '../status/dag-graph.js';
 import { html, phaseClass, type Html } from './html.js';
 
 const W = 168;

@@ -1,0 +1,70 @@
+import type { Command } from 'commander';
+import { readFile } from 'node:fs/promises';
+import { AdvError, ErrorCode, RECONCILE_ANNOTATION } from '../../controller/index.js';
+import type { Io } from '../output.js';
+import { defaultDataDir, resolveRepo } from '../repo.js';
+import { commitSpecEdit } from '../spec-edit.js';
+import type { RepoOpts } from '../specs-writer.js';
+
+/**
+ * `adv reconcile run NAME`: asks a running controller over its API (found through
+ * `<data dir>/controller.json`); with none running, commits the reconcile annotation instead.
+ */
+export function registerReconcile(program: Command, io: Io): void {
+  program
+    .command('reconcile')
+    .description('Ask the controller to look at a run now (a running controller is told directly)')
+    .argument('<kind>', 'run')
+    .argument('<name>', 'run name')
+    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
+    .option('--branch <name>', 'the watched branch', 'main')
+    .option('--data-dir <dir>', "the controller's data dir, to find a running controller")
+    .action(async (kind: string, name: string, opts: RepoOpts & { dataDir?: string }) => {
+      if (!/^runs?$/i.test(kind))
+        throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${kind}"`, {
+          hint: 'use: adv reconcile run NAME',
+        });
+      const repo = await resolveRepo(opts.repo, io.cwd);
+      const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+      const info = await readFile(`${dataDir}/controller.json`, 'utf8')
+        .then((t) => JSON.parse(t) as { url?: string | null; pid?: number })
+        .catch(() => undefined);
+      let alive = false;
+      try {
+        if (info?.pid) process.kill(info.pid, 0);
+        alive = Boolean(info?.pid);
+      } catch {
+        alive = false;
+      }
+      if (alive && info?.url) {
+        const secret = io.env.ADV_WEBHOOK_SECRET;
+        const res = await fetch(`${info.url}/api/v1/reconcile/run/${encodeURIComponent(name)}`, {
+          method: 'POST',
+          headers: secret ? { authorization: `Bearer ${secret}` } : {},
+        });
+        if (!res.ok)
+          throw new AdvError(
+            ErrorCode.BackendError,
+            `controller answered ${res.status}: ${(await res.text()).trim()}`,
+            {
+              hint:
+                res.status === 401
+                  ? "set ADV_WEBHOOK_SECRET to the controller's webhook secret"
+                  : 'check the controller log',
+            },
+          );
+
+        io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
+        return;
+      }
+      // No controller to tell: leave the request in git, as Flux's requestedAt annotation does.
+      await commitSpecEdit(
+        io,
+        'Run',
+        name,
+        opts,
+        (set) => set(['metadata', 'annotations', RECONCILE_ANNOTATION], new Date().toISOString()),
+        `reconcile run/${name}`,
+      );
+    });
+}
