@@ -8,6 +8,7 @@ import {
   Phase,
   Reason,
   setCondition,
+  type Attempt,
   type RunStatusDoc,
 } from '../status/types.js';
 import { EndClass } from './classify.js';
@@ -45,15 +46,7 @@ export function recordSubmitFailed(
 ): { doc: RunStatusDoc; summary: string } {
   const doc = structuredClone(current);
   const now = new Date(nowMs).toISOString();
-  const a = doc.status.attempts.find((x) => x.n === n);
-  if (a)
-    Object.assign(a, {
-      phase: AttemptPhase.Failed,
-      class: EndClass.Infrastructure,
-      reason: Reason.SubmitFailed,
-      message,
-      finishedAt: now,
-    });
+  const a = endUnstarted(doc, n, EndClass.Infrastructure, Reason.SubmitFailed, message, now);
   doc.status.phase = Phase.Scheduling;
   doc.status.reason = Reason.SubmitFailed;
   doc.status.message = `attempt ${n} could not be submitted to ${a?.backend}: ${message}`;
@@ -87,16 +80,8 @@ export function recordSubmitStalled(
 ): { doc: RunStatusDoc; summary: string } {
   const doc = structuredClone(current);
   const now = new Date(nowMs).toISOString();
-  const a = doc.status.attempts.find((x) => x.n === n);
   const message = stall.hint ? `${stall.message}; ${stall.hint}` : stall.message;
-  if (a)
-    Object.assign(a, {
-      phase: AttemptPhase.Failed,
-      class: EndClass.Stalled,
-      reason: stall.reason,
-      message,
-      finishedAt: now,
-    });
+  endUnstarted(doc, n, EndClass.Stalled, stall.reason, message, now);
   doc.status.phase = Phase.Pending;
   doc.status.reason = stall.reason;
   doc.status.message = message;
@@ -112,4 +97,18 @@ export function recordSubmitStalled(
     now,
   );
   return { doc, summary: `run/${doc.metadata.name}: Stalled (${stall.message})` };
+}
+
+/** Ends attempt `n`, whose job never started, with the class and reason that say why. */
+function endUnstarted(
+  doc: RunStatusDoc,
+  n: number,
+  cls: EndClass,
+  reason: string,
+  message: string,
+  finishedAt: string,
+): Attempt | undefined {
+  const a = doc.status.attempts.find((x) => x.n === n);
+  if (a) Object.assign(a, { phase: AttemptPhase.Failed, class: cls, reason, message, finishedAt });
+  return a;
 }

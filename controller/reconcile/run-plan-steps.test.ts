@@ -3,7 +3,7 @@
  * step run on it, and what that step alone did to the status, the actions and the requeue.
  */
 import { describe, expect, it } from 'vitest';
-import { descriptorFor } from '../backends/registry.js';
+import { backendInfoOf, descriptorFor } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { Attempt, Condition, Heartbeat, RunStatus, RunStatusDoc } from '../status/types.js';
@@ -36,10 +36,7 @@ import {
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();
 const backend = (name: string, extra: Partial<BackendInfo> = {}): BackendInfo => ({
-  name,
-  spec: { type: 'local' },
-  traits: descriptorFor('local')!.traits,
-  usable: true,
+  ...backendInfoOf(name, { type: 'local' }),
   ...extra,
 });
 const ctx = (over: Partial<PlanContext> = {}): PlanContext => ({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { descriptorFor } from '../backends/registry.js';
+import { backendInfoOf } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { RunStatusDoc } from '../status/types.js';
@@ -15,10 +15,7 @@ import {
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const backend = (name: string, extra: Partial<BackendInfo> = {}): BackendInfo => ({
-  name,
-  spec: { type: 'local' },
-  traits: descriptorFor('local')!.traits,
-  usable: true,
+  ...backendInfoOf(name, { type: 'local' }),
   ...extra,
 });
 const ctx = (over: Partial<PlanContext> = {}): PlanContext => ({
