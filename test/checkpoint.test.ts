@@ -3,12 +3,12 @@
  * S3-protocol server on loopback (s3rver, behind a proxy that injects 500/503/dropped connections).
  * `adv exec` runs as the bundled single file, as it does on a worker without node_modules.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   attemptPrefix,
   latestCommitted,
@@ -20,8 +20,9 @@ import {
 import { bundleExec } from '../runtime/bundle.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { S3Store } from '../runtime/store/s3.js';
+import { removeTree } from './helpers/io.js';
 import { startS3, type S3Server } from './helpers/s3.js';
-import { waitFor } from './helpers/wait.js';
+import { jitter, waitFor } from './helpers/wait.js';
 
 const TRAIN = join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py');
 let tmp: string;
@@ -40,7 +41,17 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await s3?.stop();
-  await rm(tmp, { recursive: true, force: true });
+  await removeTree(tmp);
+});
+/** adv exec processes still running when a test ends (it failed half-way): each goes, with its workload. */
+const running = new Set<{ child: ChildProcess; job?: string }>();
+afterEach(async () => {
+  for (const r of running) {
+    r.child.kill('SIGKILL');
+    await new Promise((res) => r.child.once('close', res));
+    if (r.job) killWorkload(r.job);
+  }
+  running.clear();
 });
 
 const stores: [string, () => Promise<{ store: ObjectStore; url: string }>][] = [
@@ -69,18 +80,66 @@ async function stepDir(step: number, files: Record<string, string | Buffer>): Pr
   return dir;
 }
 
+/**
+ * How long one step of these tests may take before it counts as stuck: starting adv exec (node)
+ * and the workload (python), restoring, writing and uploading one checkpoint. Seconds when the
+ * machine is busy; a test's ceiling is this times the number of such steps it makes.
+ */
+const STEP_MS = 60_000;
+
 /** Runs the bundled adv exec; resolves to its exit code and output. */
 function advExec(args: string[], env: NodeJS.ProcessEnv = {}) {
   const child = spawn(process.execPath, [bundle, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const entry = { child, job: args[args.indexOf('--job-dir') + 1] };
+  running.add(entry);
   let out = '';
+  let exited = false;
   child.stdout.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const done = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
-  return { child, done, out: () => out };
+  const done = new Promise<number | null>((r) =>
+    child.on('close', (code) => {
+      exited = true;
+      running.delete(entry);
+      r(code);
+    }),
+  );
+  return {
+    child,
+    done,
+    out: () => out,
+    /** For waits: a reason to stop waiting once adv exec has exited. */
+    gone: () => exited && `adv exec exited early:\n${out}`,
+  };
 }
+
+/** Kills the workload's process group (as a lost host would), once adv exec can no longer write its pid. */
+function killWorkload(job: string): void {
+  if (!existsSync(join(job, 'exec.json'))) return;
+  const { childPid } = JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number };
+  try {
+    process.kill(-childPid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * Where in an attempt's life the SIGKILL lands. Each kill waits until its moment has come — an
+ * event it can see, so a slow machine only makes the test slower — then a random jitter varies
+ * where inside that phase it falls. Every fourth kill comes after a fresh commit, so the run
+ * always makes progress however slow the machine is.
+ */
+const KILL_MOMENTS = [
+  'start-up and restore',
+  'workload running',
+  'checkpoint uploading',
+  'just committed',
+] as const;
+type KillMoment = (typeof KILL_MOMENTS)[number];
+const KILLS = 50;
 
 describe.each(stores)('checkpoints on the %s store', (_name, make) => {
   it('uploads files then the manifest, and restores the newest step that verifies', async () => {
@@ -136,12 +195,91 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
     expect(warnings[1]).toMatch(/^checkpoint 20 skipped: w\.bin does not match its manifest \(sha256 /);
   });
 
-  it('survives SIGKILL of adv exec at 50 random moments: restore never picks a bad checkpoint, and the run resumes', async () => {
-    const { store, url } = await make();
-    const kills: number[] = [];
-    let lastGood = -1;
-    for (let i = 0; i < 50; i++) {
-      const job = join(tmp, `kill-${_name}-${i}`);
+  it(
+    'survives SIGKILL of adv exec at 50 random moments: restore never picks a bad checkpoint, and the run resumes',
+    async () => {
+      const { store, url } = await make();
+      const kills: Record<KillMoment, number> = {
+        'start-up and restore': 0,
+        'workload running': 0,
+        'checkpoint uploading': 0,
+        'just committed': 0,
+      };
+      let lastGood = -1;
+      for (let i = 0; i < KILLS; i++) {
+        const job = join(tmp, `kill-${_name}-${i}`);
+        const e = advExec(
+          [
+            '--store',
+            url,
+            '--run',
+            'k',
+            '--attempt',
+            String(i + 1),
+            '--job-dir',
+            job,
+            '--',
+            'python3',
+            TRAIN,
+            '--steps',
+            '1000000',
+            '--ckpt-every',
+            '3',
+            '--ckpt-bytes',
+            '200000',
+            // A checkpoint every ~60 ms: fast, yet a pace adv exec keeps up with on a loaded machine
+            // (at 4 ms steps it fell behind by thousands of step dirs and committed nothing for minutes).
+            '--step-sleep',
+            '0.02',
+          ],
+          { ADV_CKPT_DIR: join(job, 'ckpt') },
+        );
+        const moment = KILL_MOMENTS[i % KILL_MOMENTS.length]!;
+        const until = (what: string, condition: () => unknown) =>
+          waitFor(condition, {
+            what: `${what} (kill ${i})`,
+            timeoutMs: STEP_MS,
+            everyMs: 10,
+            giveUpIf: e.gone,
+            detail: () => `adv exec so far:\n${e.out().slice(-3000)}`,
+          });
+        if (moment === 'start-up and restore') {
+          await jitter(400);
+        } else if (moment === 'workload running') {
+          await until('adv exec to write the workload pid', () => existsSync(join(job, 'exec.json')));
+          await jitter(150);
+        } else if (moment === 'checkpoint uploading') {
+          // Files of a new step past the last commit in the store: its upload is under way.
+          const seen = new Set((await listCheckpoints(store, 'k')).map((c) => c.step));
+          await until('an upload to start', async () =>
+            (await listCheckpoints(store, 'k')).some((c) => c.step > lastGood && !seen.has(c.step)),
+          );
+          await jitter(30);
+        } else {
+          await until(
+            `a checkpoint committed past step ${lastGood}`,
+            async () => ((await latestCommitted(store, 'k'))?.step ?? -1) > lastGood,
+          );
+          await jitter(100);
+        }
+        kills[moment]++;
+        e.child.kill('SIGKILL');
+        await e.done;
+        // Read after adv exec is dead: it can no longer write a pid we would miss.
+        killWorkload(job);
+        // Whatever the store now calls committed restores byte for byte.
+        const latest = await latestCommitted(store, 'k');
+        if (latest) {
+          const r = await restoreLatest(store, 'k', join(job, 'verify'), { step: latest.step });
+          expect(r?.step, `after kill ${i} (${moment})`).toBe(latest.step);
+          expect(latest.step).toBeGreaterThanOrEqual(lastGood);
+          lastGood = latest.step;
+        }
+      }
+      expect(lastGood).toBeGreaterThan(0);
+      // One more run to the end: it starts from the last committed step.
+      const final = join(tmp, `kill-${_name}-final`);
+      const target = lastGood + 9;
       const e = advExec(
         [
           '--store',
@@ -149,134 +287,106 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
           '--run',
           'k',
           '--attempt',
-          String(i + 1),
+          String(KILLS + 1),
           '--job-dir',
-          job,
+          final,
           '--',
           'python3',
           TRAIN,
           '--steps',
-          '1000000',
+          String(target),
           '--ckpt-every',
           '3',
-          '--ckpt-bytes',
-          '200000',
-          '--step-sleep',
-          '0.004',
         ],
-        { ADV_CKPT_DIR: join(job, 'ckpt') },
+        {
+          ADV_CKPT_DIR: join(final, 'ckpt'),
+        },
       );
-      const delay = 300 + Math.floor(Math.random() * 1200);
-      kills.push(delay);
-      await new Promise((r) => setTimeout(r, delay));
-      const exec = existsSync(join(job, 'exec.json'))
-        ? (JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number })
-        : undefined;
-      e.child.kill('SIGKILL');
-      if (exec) {
-        try {
-          process.kill(-exec.childPid, 'SIGKILL'); // the workload's group dies with the node, as on a lost host
-        } catch {
-          // already gone
-        }
-      }
-      await e.done;
-      // Whatever the store now calls committed restores byte for byte.
-      const latest = await latestCommitted(store, 'k');
-      if (latest) {
-        const r = await restoreLatest(store, 'k', join(job, 'verify'), { step: latest.step });
-        expect(r?.step, `after kill ${i} at ${delay} ms`).toBe(latest.step);
-        expect(latest.step).toBeGreaterThanOrEqual(lastGood);
-        lastGood = latest.step;
-      }
-    }
-    expect(lastGood).toBeGreaterThan(0);
-    // One more run to the end: it starts from the last committed step.
-    const final = join(tmp, `kill-${_name}-final`);
-    const target = lastGood + 9;
-    const e = advExec(
-      [
-        '--store',
-        url,
-        '--run',
-        'k',
-        '--attempt',
-        '51',
-        '--job-dir',
-        final,
-        '--',
-        'python3',
-        TRAIN,
-        '--steps',
-        String(target),
-        '--ckpt-every',
-        '3',
-      ],
-      {
-        ADV_CKPT_DIR: join(final, 'ckpt'),
-      },
-    );
-    expect(await e.done, e.out()).toBe(0);
-    expect(e.out()).toContain(`resumed from step ${lastGood}`);
-    expect(e.out()).toContain(`done: step ${target}`);
-    expect((await latestCommitted(store, 'k'))?.step).toBe(target);
-    console.log(
-      `${_name}: 50 SIGKILLs at ${Math.min(...kills)}–${Math.max(...kills)} ms; last committed step ${lastGood}; resumed and finished at ${target}`,
-    );
-  }, 300_000);
+      expect(await e.done, e.out()).toBe(0);
+      expect(e.out()).toContain(`resumed from step ${lastGood}`);
+      expect(e.out()).toContain(`done: step ${target}`);
+      expect((await latestCommitted(store, 'k'))?.step).toBe(target);
+      console.log(
+        `${_name}: ${KILLS} SIGKILLs (${Object.entries(kills)
+          .map(([m, n]) => `${n} at ${m}`)
+          .join(', ')}); last committed step ${lastGood}; resumed and finished at ${target}`,
+      );
+    },
+    // Ceiling: each kill waits at most one step's worth of events; the final run is one more.
+    (KILLS + 2) * STEP_MS,
+  );
 
-  it('on SIGTERM: the workload’s last checkpoint in the grace period is committed and the exit record says Preempted', async () => {
-    const { store, url } = await make();
-    const job = join(tmp, `term-${_name}`);
-    const e = advExec(
-      [
-        '--store',
-        url,
-        '--run',
-        't',
-        '--attempt',
-        '1',
-        '--job-dir',
-        job,
-        '--grace',
-        '10',
-        '--',
-        'python3',
-        TRAIN,
-        '--steps',
-        '100000',
-        '--ckpt-every',
-        '100000',
-        '--step-sleep',
-        '0.01',
-      ],
-      {
-        ADV_CKPT_DIR: join(job, 'ckpt'),
-      },
-    );
-    await waitFor('training under way', () => e.out().includes('starting from scratch'));
-    await new Promise((r) => setTimeout(r, 500));
-    e.child.kill('SIGTERM');
-    expect(await e.done).toBe(143);
-    const stopped = /stopping at step (\d+) on signal 15/.exec(e.out());
-    expect(stopped, e.out()).not.toBeNull();
-    const step = Number(stopped![1]);
-    expect((await latestCommitted(store, 't'))?.step).toBe(step);
-    const exit = JSON.parse(
-      new TextDecoder().decode((await store.get(`${attemptPrefix('t', 1)}exit.json`))!),
-    ) as { reason: string; lastCheckpoint: { step: number } };
-    expect(exit).toMatchObject({ reason: 'Preempted', lastCheckpoint: { step } });
-    expect(JSON.parse(await readFile(join(job, 'exit.json'), 'utf8'))).toMatchObject({
-      reason: 'Preempted',
-      exitCode: 143,
-    });
-    // Logs and the heartbeat are in the store too.
-    const logs: string[] = [];
-    for await (const o of store.list(`${attemptPrefix('t', 1)}logs/`))
-      logs.push(new TextDecoder().decode((await store.get(o.key))!));
-    expect(logs.join('')).toContain(`stopping at step ${step}`);
-    expect(await store.head(`${attemptPrefix('t', 1)}heartbeat.json`)).toBeDefined();
-  });
+  it(
+    'on SIGTERM: the workload’s last checkpoint in the grace period is committed and the exit record says Preempted',
+    async () => {
+      const { store, url } = await make();
+      const job = join(tmp, `term-${_name}`);
+      const e = advExec(
+        [
+          '--store',
+          url,
+          '--run',
+          't',
+          '--attempt',
+          '1',
+          '--job-dir',
+          job,
+          '--grace',
+          '120', // a ceiling: the workload takes one step and a checkpoint, however slow the machine
+          '--',
+          'python3',
+          TRAIN,
+          '--steps',
+          '100000',
+          '--ckpt-every',
+          '100000',
+          '--step-sleep',
+          '0.01',
+        ],
+        {
+          ADV_CKPT_DIR: join(job, 'ckpt'),
+        },
+      );
+      // Stop it once both sides would act on the signal. The workload prints its first line after
+      // installing its handlers (train.py); adv exec installs its own before its first log part is
+      // shipped, so a part holding that line in the store means both are ready.
+      await waitFor(
+        async () => {
+          for await (const o of store.list(`${attemptPrefix('t', 1)}logs/`))
+            if (/^starting from scratch$/m.test(new TextDecoder().decode((await store.get(o.key))!)))
+              return true;
+          return false;
+        },
+        {
+          what: 'the workload’s first line shipped to the store',
+          timeoutMs: STEP_MS,
+          giveUpIf: e.gone,
+          detail: e.out,
+        },
+      );
+      e.child.kill('SIGTERM');
+      expect(await e.done, e.out()).toBe(143);
+      const stopped = /stopping at step (\d+) on signal 15/.exec(e.out());
+      expect(stopped, e.out()).not.toBeNull();
+      const step = Number(stopped![1]);
+      expect((await latestCommitted(store, 't'))?.step).toBe(step);
+      const exit = JSON.parse(
+        new TextDecoder().decode((await store.get(`${attemptPrefix('t', 1)}exit.json`))!),
+      ) as { reason: string; lastCheckpoint: { step: number } };
+      expect(exit).toMatchObject({ reason: 'Preempted', lastCheckpoint: { step } });
+      expect(JSON.parse(await readFile(join(job, 'exit.json'), 'utf8'))).toMatchObject({
+        reason: 'Preempted',
+        exitCode: 143,
+      });
+      // Logs and the heartbeat are in the store too.
+      const logs: string[] = [];
+      for await (const o of store.list(`${attemptPrefix('t', 1)}logs/`))
+        logs.push(new TextDecoder().decode((await store.get(o.key))!));
+      expect(logs.join('')).toContain(`stopping at step ${step}`);
+      expect(await store.head(`${attemptPrefix('t', 1)}heartbeat.json`)).toBeDefined();
+    },
+    3 * STEP_MS,
+  );
 });
 
 describe('S3 under faults', () => {
@@ -334,71 +444,74 @@ describe('S3 under faults', () => {
 });
 
 describe('the example workload run twice with a SIGKILL in between', () => {
-  it.each(stores)('resumes at the last committed step (%s)', async (_name, make) => {
-    const { store, url } = await make();
-    const first = join(tmp, `twice-${_name}-1`);
-    const e1 = advExec(
-      [
-        '--store',
-        url,
-        '--run',
-        'twice',
-        '--attempt',
-        '1',
-        '--job-dir',
-        first,
-        '--',
-        'python3',
-        TRAIN,
-        '--steps',
-        '100000',
-        '--ckpt-every',
-        '5',
-        '--step-sleep',
-        '0.01',
-      ],
-      {
-        ADV_CKPT_DIR: join(first, 'ckpt'),
-      },
-    );
-    await waitFor(
-      'a committed checkpoint',
-      async () => (await latestCommitted(store, 'twice'))?.step,
-      30_000,
-      100,
-    );
-    const exec = JSON.parse(readFileSync(join(first, 'exec.json'), 'utf8')) as { childPid: number };
-    e1.child.kill('SIGKILL');
-    process.kill(-exec.childPid, 'SIGKILL');
-    await e1.done;
-    const committed = (await latestCommitted(store, 'twice'))!.step;
-    const second = join(tmp, `twice-${_name}-2`);
-    await cp(TRAIN, join(tmp, 'train-copy.py'));
-    const e2 = advExec(
-      [
-        '--store',
-        url,
-        '--run',
-        'twice',
-        '--attempt',
-        '2',
-        '--job-dir',
-        second,
-        '--',
-        'python3',
-        TRAIN,
-        '--steps',
-        String(committed + 5),
-        '--ckpt-every',
-        '5',
-      ],
-      {
-        ADV_CKPT_DIR: join(second, 'ckpt'),
-      },
-    );
-    expect(await e2.done, e2.out()).toBe(0);
-    expect(e2.out()).toContain(`restored checkpoint ${committed}`);
-    expect(e2.out()).toContain(`resumed from step ${committed}`);
-    expect(e2.out()).toContain(`done: step ${committed + 5}`);
-  });
+  it.each(stores)(
+    'resumes at the last committed step (%s)',
+    async (_name, make) => {
+      const { store, url } = await make();
+      const first = join(tmp, `twice-${_name}-1`);
+      const e1 = advExec(
+        [
+          '--store',
+          url,
+          '--run',
+          'twice',
+          '--attempt',
+          '1',
+          '--job-dir',
+          first,
+          '--',
+          'python3',
+          TRAIN,
+          '--steps',
+          '100000',
+          '--ckpt-every',
+          '5',
+          '--step-sleep',
+          '0.05',
+        ],
+        {
+          ADV_CKPT_DIR: join(first, 'ckpt'),
+        },
+      );
+      await waitFor(async () => (await latestCommitted(store, 'twice'))?.step, {
+        what: 'a committed checkpoint',
+        timeoutMs: STEP_MS,
+        everyMs: 100,
+        giveUpIf: e1.gone,
+      });
+      e1.child.kill('SIGKILL');
+      await e1.done;
+      killWorkload(first);
+      const committed = (await latestCommitted(store, 'twice'))!.step;
+      const second = join(tmp, `twice-${_name}-2`);
+      await cp(TRAIN, join(tmp, 'train-copy.py'));
+      const e2 = advExec(
+        [
+          '--store',
+          url,
+          '--run',
+          'twice',
+          '--attempt',
+          '2',
+          '--job-dir',
+          second,
+          '--',
+          'python3',
+          TRAIN,
+          '--steps',
+          String(committed + 5),
+          '--ckpt-every',
+          '5',
+        ],
+        {
+          ADV_CKPT_DIR: join(second, 'ckpt'),
+        },
+      );
+      expect(await e2.done, e2.out()).toBe(0);
+      expect(e2.out()).toContain(`restored checkpoint ${committed}`);
+      expect(e2.out()).toContain(`resumed from step ${committed}`);
+      expect(e2.out()).toContain(`done: step ${committed + 5}`);
+    },
+    3 * STEP_MS,
+  );
 });

@@ -3,7 +3,7 @@
  * (`git http-backend`) on loopback, with the real local backend running real processes.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -15,7 +15,7 @@ import type { RunStatusDoc } from '../controller/status/types.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 import { removeTree } from './helpers/io.js';
-import { waitFor } from './helpers/wait.js';
+import { Budget, HANG_GUARD_MS, repeatWithinBudget, waitFor } from './helpers/wait.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -177,7 +177,7 @@ describe('local specs repo', () => {
     await waitFor(
       'run submitted after the ref changed',
       () => c.runStatus('watched')?.status.attempts.length,
-      10_000,
+      60_000, // well inside the 10-minute fetch interval: only the ref watch can explain it
     );
   });
 });
@@ -290,7 +290,8 @@ describe('checkpoints through the controller', () => {
 describe('crash safety (exactly-once submission)', () => {
   it('after a crash between the write-ahead record and the submit, submits once; after a crash after the submit, adopts', async () => {
     const wt = await workTree({
-      'backends/local.yaml': LOCAL_BACKEND,
+      // Jobs inherit nothing from the controller: the backend passes COUNT_DIR on by name.
+      'backends/local.yaml': LOCAL_BACKEND + '  passEnv: [COUNT_DIR]\n',
       'runs/a.yaml': runYaml('a', ['sh', '-c', 'echo started >> "$COUNT_DIR/a"']),
     });
     const counts = await dataDir();
@@ -299,7 +300,7 @@ describe('crash safety (exactly-once submission)', () => {
     // First controller: its backend never completes a submit (the process "dies" there).
     const { localBackend } = await import('../controller/backends/local/index.js');
     const hang = {
-      type: 'local' as const,
+      ...localBackend,
       create: (spec: never, ctx: never) => ({
         ...localBackend.create(spec, ctx),
         name: 'local',
@@ -308,7 +309,7 @@ describe('crash safety (exactly-once submission)', () => {
         submit: () => new Promise<never>(() => undefined),
       }),
     };
-    const first = await Controller.create({ repo: wt.dir, dataDir: dir, backendFactories: [hang as never] });
+    const first = await Controller.create({ repo: wt.dir, dataDir: dir, backends: [hang as never] });
     await first.init();
     void first.pass(); // hangs in submit, after the write-ahead commit
     await waitFor(
@@ -333,46 +334,70 @@ describe('remote specs repo over smart HTTP', () => {
   });
   afterAll(() => server.stop());
 
-  it('fetches with a token, pushes status, and never rejects a user who keeps pushing', async () => {
-    const bare = await server.createRepo('busy');
-    const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('busy'));
-    const c = await controller({ repo: server.url('busy'), dataDir: await dataDir(), token: 's3cret-token' });
-    runInBackground(c);
-    // The user pushes 200 commits (some add runs) while the controller writes status.
-    for (let i = 0; i < 200; i++) {
-      if (i % 40 === 0) await wt.write(`runs/r${i}.yaml`, runYaml(`r${i}`, ['true']));
-      await wt.write(`notes/${i}.md`, `note ${i}\n`);
-      await wt.commit(`user commit ${i}`);
-      await wt.push(); // throws if rejected
-    }
-    expect(Number(await git(['rev-list', '--count', 'main'], { gitdir: bare }).then(String))).toBe(201);
-    await waitFor(
-      'all five runs Succeeded on the remote status branch',
-      async () => {
-        const docs = await Promise.all(
-          [0, 40, 80, 120, 160].map((i) => statusAt(bare, 'adventuretime/status', `r${i}`)),
-        );
-        return docs.every((d) => d?.status.phase === 'Succeeded');
-      },
-      90_000,
-      200,
-    );
-    // Every status commit the controller made is on the remote, in one line of history.
-    const local = (await git(['rev-parse', 'refs/heads/adventuretime/status'], { gitdir: c.repo.git.gitdir }))
-      .toString()
-      .trim();
-    await waitFor(
-      'remote has the controller head',
-      async () =>
-        (await git(['rev-parse', 'adventuretime/status'], { gitdir: bare })).toString().trim() === local,
-    );
-    expect(Number((await git(['rev-list', '--count', 'main'], { gitdir: bare })).toString())).toBe(201);
-  });
+  it(
+    'fetches with a token, pushes status, and never rejects a user who keeps pushing',
+    // The budgets inside are sized from measured push costs; vitest's timeout only guards a hang.
+    { timeout: HANG_GUARD_MS },
+    async () => {
+      const bare = await server.createRepo('busy');
+      const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('busy'));
+      const c = await controller({
+        repo: server.url('busy'),
+        dataDir: await dataDir(),
+        token: 's3cret-token',
+      });
+      runInBackground(c);
+      // The user pushes 200 commits (some add runs) while the controller writes status; held to what
+      // a commit and a push through git http-backend cost on this machine now, times 200.
+      const perPush = await repeatWithinBudget('200 user commits and pushes', 200, async (i) => {
+        if (i % 40 === 0) await wt.write(`runs/r${i}.yaml`, runYaml(`r${i}`, ['true']));
+        await wt.write(`notes/${i}.md`, `note ${i}\n`);
+        await wt.commit(`user commit ${i}`);
+        await wt.push(); // throws if rejected
+      });
+      expect(Number(await git(['rev-list', '--count', 'main'], { gitdir: bare }).then(String))).toBe(201);
+      await waitFor(
+        async () => {
+          const docs = await Promise.all(
+            [0, 40, 80, 120, 160].map((i) => statusAt(bare, 'adventuretime/status', `r${i}`)),
+          );
+          return docs.every((d) => d?.status.phase === 'Succeeded');
+        },
+        {
+          what: 'all five runs Succeeded on the remote status branch',
+          // Each run takes the controller a few status pushes of its own.
+          budget: Budget.for('five runs to finish', { perOpMs: perPush, count: 50, minMs: 90_000 }),
+          everyMs: 200,
+        },
+      );
+      // Every status commit the controller made is on the remote, in one line of history.
+      const local = (
+        await git(['rev-parse', 'refs/heads/adventuretime/status'], { gitdir: c.repo.git.gitdir })
+      )
+        .toString()
+        .trim();
+      await waitFor(
+        'remote has the controller head',
+        async () =>
+          (await git(['rev-parse', 'adventuretime/status'], { gitdir: bare })).toString().trim() === local,
+      );
+      expect(Number((await git(['rev-list', '--count', 'main'], { gitdir: bare })).toString())).toBe(201);
+    },
+  );
 
   it('keeps reconciling while the remote is down, queues status commits, and pushes them when it is back', async () => {
     const bare = await server.createRepo('flaky');
+    // The run ends when the test says so (the remote is down by then), not after a fixed sleep.
+    const release = join(await dataDir(), 'release');
     await workTree(
-      { 'backends/local.yaml': LOCAL_BACKEND, 'runs/slow.yaml': runYaml('slow', ['sleep', '2']) },
+      {
+        'backends/local.yaml': LOCAL_BACKEND,
+        'runs/slow.yaml': runYaml(
+          'slow',
+          ['sh', '-c', 'until [ -e "$RELEASE" ]; do sleep 0.05; done'],
+          `  env: {RELEASE: ${release}}\n`,
+        ),
+      },
       server.url('flaky'),
     );
     const c = await controller({
@@ -384,14 +409,15 @@ describe('remote specs repo over smart HTTP', () => {
     await waitFor(
       'running on the remote',
       async () => (await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase === 'Running',
-      30_000,
+      90_000, // a ceiling: each wait spans a pass, a status commit and a push
     );
     server.down = true;
+    await writeFile(release, '');
     try {
       await waitFor(
         'finished while the remote is down, commit queued',
         async () => c.runStatus('slow')?.status.phase === 'Succeeded' && (await c.repo.unpublished()),
-        30_000,
+        90_000,
       );
       expect((await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase).toBe('Running');
     } finally {
@@ -400,7 +426,7 @@ describe('remote specs repo over smart HTTP', () => {
     await waitFor(
       'pushed once the remote is back',
       async () => (await statusAt(bare, 'adventuretime/status', 'slow'))?.status.phase === 'Succeeded',
-      30_000,
+      90_000,
     );
   });
 
@@ -460,7 +486,17 @@ describe('remote specs repo over smart HTTP', () => {
       headers: { 'x-hub-signature-256': signBody('wrong', body) },
     });
     expect(bad.status).toBe(401);
-    await new Promise((r) => setTimeout(r, 500));
+    // Two whole passes after the refusal (one may have been under way) and still nothing fetched.
+    const passes = async () =>
+      Number(
+        /^adventuretime_reconcile_duration_seconds_count\{step="total"\} (\d+)$/m.exec(
+          await (await fetch(`${serving.url}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
+    const before = await passes();
+    await waitFor(async () => (await passes()) >= before + 2, {
+      what: 'two controller passes after the refused webhook',
+    });
     expect(c.runStatus('hooked')).toBeUndefined();
     const good = await fetch(`${serving.url}/hooks/git`, {
       method: 'POST',
@@ -468,7 +504,8 @@ describe('remote specs repo over smart HTTP', () => {
       headers: { 'x-hub-signature-256': signBody('hook-secret', body) },
     });
     expect(good.status).toBe(202);
-    await waitFor('run seen after the webhook', () => c.runStatus('hooked')?.status.attempts.length, 10_000);
+    // Well inside the 10-minute fetch interval: only the webhook can explain it.
+    await waitFor('run seen after the webhook', () => c.runStatus('hooked')?.status.attempts.length, 60_000);
   });
 
   it('says clearly when the token is wrong', async () => {

@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { localBackend } from '../controller/backends/local/index.js';
-import type { BackendFactory } from '../controller/backends/types.js';
+import type { BackendDescriptor } from '../controller/backends/types.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { sshBackendYaml } from './helpers/backends.js';
 import { haveSshd, startSshd } from './helpers/sshd.js';
@@ -43,7 +43,7 @@ function startController(repo: string, dataDir: string, once = false): ChildProc
     '--log-level',
     'warn',
   ];
-  if (once) args.push('--once', '--timeout', '3m');
+  if (once) args.push('--once', '--timeout', `${FINAL_MS / 60_000}m`);
   return spawn(ADV[0]!, [...ADV.slice(1), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
@@ -51,6 +51,9 @@ type Kind = 'ok' | 'preempt' | 'flaky' | 'broken';
 /** 20 runs: most succeed; some are preempted twice; some fail once; some always fail. */
 const SCENARIO: Record<Kind, number> = { ok: 8, preempt: 6, flaky: 3, broken: 3 };
 const KILLS = 100;
+/** Ceilings, never windows: one controller's start-up on a loaded machine, and the last run to idle. */
+const START_MS = 30_000;
+const FINAL_MS = 10 * 60_000;
 const START = 'echo "$ADV_RUN $ADV_ATTEMPT" >> "$LEDGER"';
 /** Each workload records its start; a "preempted" one has adv exec take a SIGTERM (a spot reclaim). */
 const WORKLOAD: Record<Kind, (secs: number) => string> = {
@@ -100,15 +103,30 @@ spec:
       });
       const wt: WorkTree = await makeWorkTree(files);
       try {
-        // Kill at random moments: during start-up, planning, submitting, observing, writing.
+        // Kill at random moments: during start-up, planning, submitting, observing, writing. One
+        // kill in five lands in start-up; the others first wait for the controller to be up (it
+        // wrote its pid), however long start-up takes on this machine, then a random while longer.
         const kills: number[] = [];
         while (kills.length < KILLS) {
           const proc = startController(wt.dir, dataDir);
-          const delay = 500 + Math.floor(Math.random() * 1500);
+          if (kills.length % 5 !== 0)
+            await waitFor(
+              () =>
+                (JSON.parse(readFileSync(join(dataDir, 'controller.json'), 'utf8')) as { pid: number })
+                  .pid === proc.pid,
+              {
+                what: `controller ${kills.length + 1} to write its pid`,
+                timeoutMs: START_MS,
+                giveUpIf: () => proc.exitCode !== null && `it exited with code ${proc.exitCode}`,
+              },
+            );
+          const delay = Math.floor(Math.random() * 1500);
           kills.push(delay);
           await new Promise((r) => setTimeout(r, delay));
-          proc.kill('SIGKILL');
-          await new Promise((r) => proc.once('exit', r));
+          const exited = new Promise((r) => proc.once('exit', r));
+          if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+          else throw new Error(`controller ${kills.length} exited by itself (code ${proc.exitCode})`);
+          await exited;
         }
         const commitsBeforeFinal = await wt.git('rev-list', '--count', 'adventuretime/status');
         const ledgerBeforeFinal = existsSync(ledger)
@@ -160,7 +178,7 @@ spec:
         expect(otherJobs, 'job dirs on the backends, against attempts in status').toBe(counts.attempts);
         expect(counts.starts).toBe(counts.attempts);
         console.log(
-          `crash test: ${kills.length} SIGKILLs (${Math.min(...kills)}–${Math.max(...kills)} ms after each start); ` +
+          `crash test: ${kills.length} SIGKILLs (${Math.min(...kills)}–${Math.max(...kills)} ms after start-up, or after the start for one in five); ` +
             `${kinds.length} runs, ${counts.attempts} attempts (${counts.preempted} preempted, ${counts.userErrors} user errors), ` +
             `${counts.starts} starts by the workloads' count, ${counts.jobDirs} job records on the backends, ` +
             `${ledgerBeforeFinal} starts and ${commitsBeforeFinal} status commits before the last restart; final: ${JSON.stringify(finals)}`,
@@ -170,14 +188,15 @@ spec:
         await sshd.stop();
       }
     },
-    900_000,
+    KILLS * (START_MS + 1_500) + FINAL_MS,
   );
 
   it('a submit killed after creating the job dir but before the launch is launched once on restart', async () => {
     const counts = join(tmp, 'half-counts');
     process.env.COUNT_DIR = counts;
     const wt = await makeWorkTree({
-      'backends/local.yaml': LOCAL_BACKEND,
+      // Jobs inherit nothing from the controller: the backend passes COUNT_DIR on by name.
+      'backends/local.yaml': LOCAL_BACKEND + '  passEnv: [COUNT_DIR]\n',
       'runs/h.yaml': runYaml('h', ['sh', '-c', 'mkdir -p "$COUNT_DIR" && echo start >> "$COUNT_DIR/h"']),
     });
     const dataDir = join(tmp, 'half-data');
@@ -186,9 +205,9 @@ spec:
       const first = await Controller.create({
         repo: wt.dir,
         dataDir,
-        backendFactories: [
+        backends: [
           {
-            type: 'local',
+            ...localBackend,
             create: (spec, ctx) =>
               Object.assign(localBackend.create(spec, ctx), {
                 submit: () => new Promise<never>(() => undefined),
@@ -217,7 +236,7 @@ spec:
     const counts = join(tmp, 'adopt-counts');
     process.env.COUNT_DIR = counts;
     const wt = await makeWorkTree({
-      'backends/local.yaml': LOCAL_BACKEND,
+      'backends/local.yaml': LOCAL_BACKEND + '  passEnv: [COUNT_DIR]\n',
       'runs/b.yaml': runYaml('b', [
         'sh',
         '-c',
@@ -228,8 +247,8 @@ spec:
     try {
       // The first controller's submit reaches the backend, then the controller "dies" before it
       // can record the job id.
-      const crashing: BackendFactory = {
-        type: 'local',
+      const crashing: BackendDescriptor = {
+        ...localBackend,
         create: (spec, ctx) => {
           const real = localBackend.create(spec, ctx);
           return Object.assign(Object.create(Object.getPrototypeOf(real)), real, {
@@ -240,7 +259,7 @@ spec:
           });
         },
       };
-      const first = await Controller.create({ repo: wt.dir, dataDir, backendFactories: [crashing] });
+      const first = await Controller.create({ repo: wt.dir, dataDir, backends: [crashing] });
       await first.init();
       void first.pass();
       await waitFor('job started by the first controller', () => existsSync(join(counts, 'b')));

@@ -26,6 +26,8 @@ const SPECS = join(import.meta.dirname, '..', 'specs');
 const SHOTS = join(import.meta.dirname, '..', 'test-artifacts', 'dashboard');
 const PRINTED = 'hello from the dashboard test';
 const XSS = '<img src=x onerror=alert(1)>';
+/** A ceiling for one wait (a run to finish, the page to show something) on a loaded machine. */
+const WAIT_MS = 60_000;
 
 // Prints two lines around a short sleep and commits a checkpoint at step 5 of 10.
 const HELLO = runYaml(
@@ -81,17 +83,18 @@ describe.runIf(available)('the dashboard in Chromium', () => {
       'pipeline/rollouts.py': await readFile(join(SPECS, 'pipeline', 'rollouts.py'), 'utf8'),
     });
     c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 100 });
-    await c.runUntilIdle({ timeoutMs: 90_000 });
+    await c.runUntilIdle({ timeoutMs: 4 * WAIT_MS }); // hello and the DAG's three nodes
     serving = await serve(c, { httpAddr: '127.0.0.1:0', watch: false, routes: [dashboardRoute(c)] });
     url = serving.url!;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    page.setDefaultTimeout(WAIT_MS);
     // An alert() would mean that markup from a spec ran as script.
     page.on('dialog', (d) => {
       dialogs.push(d.message());
       void d.dismiss();
     });
-  });
+  }, 6 * WAIT_MS);
 
   afterAll(async () => {
     await browser?.close();
@@ -129,7 +132,7 @@ describe.runIf(available)('the dashboard in Chromium', () => {
     expect(await cell('[data-backend="local"]', 'active')).toBe('0');
 
     // The script swaps in fresh sections from /ui/api/overview; the rows are still there after.
-    await page.waitForSelector('body[data-refreshed]', { timeout: 15_000 });
+    await page.waitForSelector('body[data-refreshed]', { timeout: WAIT_MS });
     expect(await page.locator('#live').innerText()).toMatch(/^updated /);
     expect(await page.locator('tr[data-run]').count()).toBe(5);
     await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
@@ -192,7 +195,7 @@ describe.runIf(available)('the dashboard in Chromium', () => {
     const commits = await page
       .locator('section[data-section="history"] tr[data-commit]')
       .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-commit')));
-    const history = await c.statusHistory('Run', 'hello', 30);
+    const history = await c.view.statusHistory('Run', 'hello', 30);
     expect(history.length).toBeGreaterThan(1);
     expect(commits).toEqual(history.map((h) => h.oid));
     expect(await page.locator('section[data-section="history"] tr[data-commit] td').nth(2).innerText()).toBe(
@@ -200,11 +203,11 @@ describe.runIf(available)('the dashboard in Chromium', () => {
     );
 
     const logs = page.locator('pre#logs');
-    await page.waitForSelector('pre#logs:has-text("second line")', { timeout: 15_000 });
+    await page.waitForSelector('pre#logs:has-text("second line")', { timeout: WAIT_MS });
     const text = await logs.innerText();
     expect(text).toContain(PRINTED);
     expect(text.indexOf(PRINTED)).toBeLessThan(text.indexOf('second line'));
-    await page.waitForSelector('pre#logs[data-done="true"]', { timeout: 15_000 });
+    await page.waitForSelector('pre#logs[data-done="true"]', { timeout: WAIT_MS });
     expect(await page.locator('#logs-note').innerText()).toBe('the attempt has ended');
     await page.screenshot({ path: join(SHOTS, 'run-hello.png'), fullPage: true });
   });

@@ -206,7 +206,7 @@ describe('deploy/container/Containerfile', () => {
     const probe = async () =>
       new Promise<number | null>((res) =>
         execFile(process.execPath, ['-e', argv[2]!.replace('127.0.0.1:8080', `127.0.0.1:${port}`)], {
-          timeout: 20_000,
+          timeout: 60_000, // a hang guard: a node start-up on a loaded machine takes seconds
         }).on('exit', (code) => res(code)),
       );
     try {
@@ -468,7 +468,7 @@ describe('deploy/worker/install.sh', () => {
     spawnSync(bash, [script, ...args], {
       encoding: 'utf8',
       env: { ...process.env, HOME: tmp, ...env },
-      timeout: 30_000,
+      timeout: 60_000, // a hang guard, never a window
     });
   const mode = (p: string) => statSync(p).mode & 0o777;
 

@@ -5,7 +5,7 @@
  * status history, and `adv describe`, tell the whole story.
  */
 import { execFileSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
@@ -25,6 +25,8 @@ import { waitFor } from './helpers/wait.js';
 const available = slurmAvailable('the failover test');
 
 const STEPS = 80;
+/** The training holds at this step until the test lets it go: it is never racing the preemption. */
+const HOLD_AT = 20;
 
 describe.runIf(available)('preempted on SLURM, resumed on the ssh host', () => {
   const cluster = useSlurmCluster('adv-failover-');
@@ -36,6 +38,8 @@ describe.runIf(available)('preempted on SLURM, resumed on the ssh host', () => {
   });
 
   it('loses no committed step, and says so', async () => {
+    const hold = join(cluster.tmp, 'hold');
+    await writeFile(hold, '');
     wt = await makeWorkTree({
       'backends/slurm-local.yaml': slurmBackendYaml(cluster.sshd, join(cluster.tmp, 'slurm-root'), 'debug'),
       'backends/ssh-local.yaml': sshBackendYaml(cluster.sshd, 'ssh-local', join(cluster.tmp, 'ssh-root')),
@@ -45,7 +49,7 @@ describe.runIf(available)('preempted on SLURM, resumed on the ssh host', () => {
 kind: Run
 metadata: {name: resume}
 spec:
-  command: [python3, train.py, --steps, '${STEPS}', --ckpt-every, '10', --step-sleep, '0.15']
+  command: [python3, train.py, --steps, '${STEPS}', --ckpt-every, '10', --step-sleep, '0.05', --hold-at, '${HOLD_AT}', --hold-file, '${hold}']
   policy: {preemptible: true}
   backendSelector: {order: [slurm-local, ssh-local]}
 `,
@@ -55,26 +59,24 @@ spec:
     const st = () => c!.runStatus('resume')?.status;
     const passUntil = (what: string, done: () => boolean, ms = 90_000) =>
       waitFor(
-        what,
         async () => {
           await c!.pass();
           return done();
         },
-        ms,
-        200,
-      ).catch((e: Error) => {
-        throw new Error(`${e.message}\n${JSON.stringify(st(), null, 1)}`);
-      });
+        { what, timeoutMs: ms, everyMs: 200, detail: st },
+      );
 
-    // Running on SLURM, with at least one checkpoint committed.
+    // Running on SLURM, held at step 20 with its checkpoint committed.
     await passUntil(
-      'a checkpoint committed on slurm-local',
-      () => st()?.attempts[0]?.phase === 'Running' && (st()?.attempts[0]?.lastStep ?? 0) >= 20,
+      `checkpoint ${HOLD_AT} committed on slurm-local`,
+      () => st()?.attempts[0]?.phase === 'Running' && (st()?.attempts[0]?.lastStep ?? 0) >= HOLD_AT,
     );
     expect(st()!.attempts[0]!.backend).toBe('slurm-local');
 
-    // A higher-priority job needs both nodes: SLURM preempts the run.
+    // A higher-priority job needs both nodes: SLURM preempts the run. Then the training may go on.
     execFileSync('sbatch', ['--parsable', '-p', 'high', '-N2', '-o', '/dev/null', '--wrap', 'sleep 20']);
+    await passUntil('attempt 1 preempted', () => st()?.attempts[0]?.phase === 'Preempted');
+    await rm(hold);
     await passUntil('resumed on ssh-local and finished', () => st()?.phase === 'Succeeded', 120_000);
 
     const [first, second] = st()!.attempts;
@@ -82,7 +84,7 @@ spec:
     expect(first).toMatchObject({ backend: 'slurm-local', phase: 'Preempted', class: 'Preempted' });
     expect(first!.reason).toBe('PREEMPTED');
     // The second attempt started exactly where the first one's last committed checkpoint was.
-    expect(first!.lastStep).toBeGreaterThanOrEqual(20);
+    expect(first!.lastStep).toBeGreaterThanOrEqual(HOLD_AT);
     expect(second).toMatchObject({
       backend: 'ssh-local',
       phase: 'Succeeded',
@@ -136,5 +138,5 @@ spec:
     );
     expect(out).toMatch(/#1 {2}slurm-local: chosen$/m);
     expect(out).toMatch(/#2 {2}slurm-local: tried after the others: cooling down.*; ssh-local: chosen$/m);
-  }, 300_000);
+  }, 600_000); // the four waits above (90 s, 90 s, 90 s, 120 s), the cluster and the CLI
 });

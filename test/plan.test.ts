@@ -3,8 +3,8 @@
  * adds, changes and removes runs (text, Markdown, JSON, exit codes), `adv retry`, `adv get
  * --watch`, and shell completion.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,12 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { waitFor } from './helpers/wait.js';
+
+/** A ceiling for one wait on the controller or the CLI, on a loaded machine. */
+const WAIT_MS = 60_000;
+/** The compiled CLI (built by the integration suite's global setup), for what needs a process: Ctrl-C. */
+const ADV_JS = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
 
 let tmp: string;
 beforeAll(async () => {
@@ -23,6 +29,27 @@ async function adv(wt: WorkTree, args: string[]) {
   const io = captureIo({ ...process.env, HOME: tmp, XDG_CACHE_HOME: join(tmp, 'cache') }, wt.dir);
   const code = await runCli(args, io);
   return { code, out: io.out(), err: io.err() };
+}
+
+/** `adv` as a process in the work tree, its output readable while it runs. */
+function advProcess(wt: WorkTree, args: string[]) {
+  const child = spawn(process.execPath, [ADV_JS, ...args], {
+    cwd: wt.dir,
+    env: { ...process.env, HOME: tmp, XDG_CACHE_HOME: join(tmp, 'cache') },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+  const done = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+  return {
+    child,
+    done,
+    out: () => out,
+    err: () => err,
+    gone: () => child.exitCode !== null && `adv exited with code ${child.exitCode}: ${err}`,
+  };
 }
 
 describe('adv plan', () => {
@@ -103,20 +130,22 @@ describe('adv plan', () => {
   }, 90_000);
 });
 
-describe('adv retry, get --watch, completion', () => {
+describe('adv retry, get --watch, completion', { timeout: 5 * WAIT_MS }, () => {
   it('retry gives a failed run a new attempt with a fresh budget; get --watch prints it as it changes', async () => {
+    // Attempt 1 fails; attempt 2 runs until the test releases it, so the watch sees it under way.
+    const release = join(tmp, 'release-flaky');
     const wt = await makeWorkTree({
       'backends/local.yaml': LOCAL_BACKEND,
       'runs/flaky.yaml': runYaml(
         'flaky',
-        ['sh', '-c', 'sleep 0.3; [ "$ADV_ATTEMPT" -ge 2 ]'],
-        '  policy: {maxAttempts: 1}\n',
+        ['sh', '-c', '[ "$ADV_ATTEMPT" -ge 2 ] || exit 1; until [ -e "$RELEASE" ]; do sleep 0.05; done'],
+        `  env: {RELEASE: ${release}}\n  policy: {maxAttempts: 1}\n`,
       ),
     });
     try {
       const dataDir = join(tmp, 'data-retry');
       let c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100 });
-      await c.runUntilIdle({ timeoutMs: 60_000 });
+      await c.runUntilIdle({ timeoutMs: WAIT_MS });
       await c.stop();
       expect(c.runStatus('flaky')!.status).toMatchObject({ phase: 'Failed', reason: 'AttemptsExhausted' });
 
@@ -124,17 +153,30 @@ describe('adv retry, get --watch, completion', () => {
       expect(r.code, r.err).toBe(0);
       expect(r.out).toMatch(/^retry run\/flaky \(runs\/flaky\.yaml, commit [0-9a-f]{10}\)/);
 
-      const watching = adv(wt, ['get', 'runs', '--watch', '--timeout', '8s']);
+      // The watch prints the run as it is, then each change, until Ctrl-C (--timeout: a hang guard).
+      const watch = advProcess(wt, ['get', 'runs', '--watch', '--timeout', '10m']);
+      const printed = (what: string, line: RegExp) =>
+        waitFor(() => line.test(watch.out()), {
+          what: `adv get --watch to print ${what}`,
+          timeoutMs: WAIT_MS,
+          giveUpIf: watch.gone,
+          detail: watch.out,
+        });
+      await printed('the failed run', /^flaky\s+Failed\s+1\s+local/m);
       c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100 });
-      await new Promise((res) => setTimeout(res, 700));
-      await c.runUntilIdle({ timeoutMs: 60_000 });
+      const idle = c.runUntilIdle({ timeoutMs: 2 * WAIT_MS });
+      idle.catch(() => undefined); // awaited below
+      await printed('attempt 2 under way', /^flaky\s+Scheduling|^flaky\s+(Queued|Running)\s+2\s+local/m);
+      await writeFile(release, '');
+      await idle;
       await c.stop();
       const st = c.runStatus('flaky')!.status;
       expect(st.phase).toBe('Succeeded');
       expect(st.attempts.map((a) => a.class)).toEqual(['UserError', 'Succeeded']);
-      const w = await watching;
-      expect(w.code, w.err).toBe(0);
-      const lines = w.out.trim().split('\n');
+      await printed('the run succeeded', /^flaky\s+Succeeded\s+2\s+local/m);
+      watch.child.kill('SIGINT');
+      expect(await watch.done, watch.err()).toBe(0);
+      const lines = watch.out().trim().split('\n');
       expect(lines[0]).toMatch(/^NAME\s+PHASE\s+ATTEMPT/);
       expect(lines[1]).toMatch(/^flaky\s+Failed\s+1\s+local/);
       expect(lines.some((l) => /^flaky\s+Scheduling|^flaky\s+(Queued|Running)\s+2\s+local/.test(l))).toBe(
@@ -144,7 +186,7 @@ describe('adv retry, get --watch, completion', () => {
     } finally {
       await wt.cleanup();
     }
-  }, 90_000);
+  });
 
   it('completion scripts know every verb, and bash accepts the script', async () => {
     const wt = await makeWorkTree({ 'backends/local.yaml': LOCAL_BACKEND });

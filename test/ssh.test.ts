@@ -3,9 +3,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SshTransport } from '../controller/backends/ssh/transport.js';
 import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
+import { Budget, HANG_GUARD_MS, measureMs } from './helpers/wait.js';
 
 const available = haveSshd();
 if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');
@@ -76,13 +78,32 @@ describe.runIf(available)('SSH transport on a real sshd', () => {
     expect(check.stdout.toString()).toBe('clean\n');
   });
 
-  it('multiplexes many commands over one connection, bounded, and leaks no channel', async () => {
-    const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => t.exec(['echo', String(i)])));
-    expect(rs.map((r) => r.stdout.toString().trim())).toEqual(
-      Array.from({ length: 200 }, (_, i) => String(i)),
-    );
-    expect(t.channelsOpen).toBe(0);
-  });
+  it(
+    'multiplexes many commands over one connection, bounded, and leaks no channel',
+    async () => {
+      const n = 200;
+      // Each command costs sshd a fork and a shell: milliseconds on an idle box, most of a second
+      // on a loaded one. The budget is that cost, measured now, times the rounds the commands need:
+      // the transport runs 8 channels at once, but no more of them progress than there are cores.
+      const perCommand = await new Budget('measuring one ssh command', HANG_GUARD_MS / 4).within(
+        measureMs(() => t.exec(['true'])),
+      );
+      const budget = Budget.for(`${n} commands over one connection`, {
+        perOpMs: perCommand,
+        count: n,
+        concurrency: Math.min(8, availableParallelism()),
+      });
+      const rs = await budget.within(
+        Promise.all(Array.from({ length: n }, (_, i) => t.exec(['echo', String(i)]))),
+      );
+      expect(rs.map((r) => r.stdout.toString().trim())).toEqual(
+        Array.from({ length: n }, (_, i) => String(i)),
+      );
+      expect(t.channelsOpen).toBe(0);
+      console.log(`ssh: one command costs ${Math.round(perCommand)} ms now; ${budget}`);
+    },
+    HANG_GUARD_MS,
+  );
 
   it('refuses a host whose key does not match known_hosts, and says what to do', async () => {
     const bad = `${sshd.dir}/bad_known_hosts`;

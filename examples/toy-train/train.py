@@ -7,6 +7,8 @@
   $ADV_CKPT_DIR/<step>: the rename is what tells adv exec the checkpoint is complete (Orbax does
   the same). adv exec uploads it, files first and manifest last.
 - On SIGTERM or SIGUSR1 (a preemption notice, a time limit), writes one last checkpoint and exits.
+- With --hold-file F (and --hold-at N), from step N on it waits while F exists: a step as long as
+  you like, to preempt or kill it at a chosen point in a demo or a test. Stop notices still work.
 
 Run it alone:        ADV_CKPT_DIR=/tmp/ck python3 train.py --steps 50
 Run it under adv:    adv exec --store file:///tmp/store --run toy -- python3 train.py --steps 50
@@ -49,12 +51,23 @@ def main():
     p.add_argument("--step-sleep", type=float, default=0.0)
     p.add_argument("--ckpt-bytes", type=int, default=0)
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--hold-file", default=None)
+    p.add_argument("--hold-at", type=int, default=0)
     args = p.parse_args()
 
     ckpt_dir = os.environ.get("ADV_CKPT_DIR", "./ckpt")
     artifact_dir = os.environ.get("ADV_ARTIFACT_DIR", "./artifacts")
     os.makedirs(ckpt_dir, exist_ok=True)
     os.makedirs(artifact_dir, exist_ok=True)
+
+    # Handlers first: from the first line printed on, a stop notice gets a last checkpoint.
+    stop = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR1, on_signal)
 
     # y = 3x + 1 plus noise; learn w, b by SGD.
     state = {"step": 0, "w": 0.0, "b": 0.0, "loss": None}
@@ -66,15 +79,14 @@ def main():
     else:
         print("starting from scratch", flush=True)
 
-    stop = {"signal": None}
-
-    def on_signal(signum, _frame):
-        stop["signal"] = signum
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGUSR1, on_signal)
-
     while state["step"] < args.steps:
+        while (
+            args.hold_file
+            and state["step"] >= args.hold_at
+            and stop["signal"] is None
+            and os.path.exists(args.hold_file)
+        ):
+            time.sleep(0.05)
         rng = random.Random(state["step"])
         x = rng.uniform(-1, 1)
         y = 3 * x + 1 + rng.gauss(0, 0.01)

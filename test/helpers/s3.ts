@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { freePort } from './net.js';
+import { stopProcess } from './wait.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -48,7 +49,7 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
   let err = '';
   child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
   await new Promise<void>((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`s3rver did not start: ${err}`)), 30_000);
+    const t = setTimeout(() => rej(new Error(`s3rver did not start: ${err}`)), 120_000); // a hang guard
     child.stdout!.on('data', (b: Buffer) => {
       if (b.toString().includes('ready')) {
         clearTimeout(t);
@@ -110,9 +111,7 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
     stop: async () => {
       proxy.closeAllConnections();
       await new Promise<void>((r) => proxy.close(() => r()));
-      child.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 100));
-      child.kill('SIGKILL');
+      await stopProcess(child, 2_000); // it closes its connections first; they are ours to cut
       await rm(dir, { recursive: true, force: true });
     },
   };

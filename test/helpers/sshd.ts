@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { freePort } from './net.js';
+import { stopProcess, waitFor } from './wait.js';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 
@@ -56,17 +57,20 @@ export async function startSshd(): Promise<Sshd> {
   let err = '';
   child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
   // Up when the port accepts connections.
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
-    if (ok) break;
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`sshd did not start: ${err}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(
+    () =>
+      new Promise<boolean>((r) => {
+        const s = connect(port, '127.0.0.1');
+        s.once('connect', () => (s.destroy(), r(true)));
+        s.once('error', () => r(false));
+      }),
+    {
+      what: `sshd to listen on 127.0.0.1:${port}`,
+      timeoutMs: 60_000,
+      everyMs: 20,
+      giveUpIf: () => child.exitCode !== null && `sshd exited with code ${child.exitCode}: ${err}`,
+    },
+  );
   return {
     host: '127.0.0.1',
     port,
@@ -75,8 +79,7 @@ export async function startSshd(): Promise<Sshd> {
     knownHostsFile: join(dir, 'known_hosts'),
     dir,
     stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 50));
+      await stopProcess(child);
       await rm(dir, { recursive: true, force: true });
     },
   };
