@@ -6,7 +6,8 @@
  * - `Observer` — what the backends and workers say (one poll per backend, heartbeats, capacity);
  * - the planners (pure) via `reconcileRun` / `reconcileDag` — what to do about the difference;
  * - `Executor` — actions → results, after the write-ahead commit;
- * - backend health (pure) and `StatusSync` — the status branch and its publication.
+ * - `BackendView` and the pure backend health — what the solver sees of each backend;
+ * - `RepoSync` and `StatusWriter` — fetching, and the status branch and its publication.
  *
  * One pass reads top to bottom in `pass()`: fetch, load, observe, plan, write-ahead, execute, write.
  */
@@ -320,7 +321,7 @@ export class Controller {
           this.logger.error({ err: this.sync.noSpecsError().message }, 'nothing to reconcile yet');
         }
       } catch (e) {
-        // A status conflict has already reloaded the branch (StatusSync): plan again from it.
+        // A status conflict has already reloaded the branch (RepoSync): plan again from it.
         this.logger.error({ err: errText(e) }, 'reconcile pass failed; retrying');
       }
       if (this.stopped) break;
