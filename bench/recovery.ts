@@ -71,7 +71,8 @@ spec:
   }
   await c.stop();
   await loop;
-  await rm(repo, { recursive: true, force: true });
+  // A job of the last attempt may still be writing its records: retry the removal.
+  await rm(repo, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
   return out;
 }
 
@@ -177,7 +178,8 @@ async function passCost(n: number) {
   });
   const resubmitted = [...fleets.values()].reduce((s, f) => s + f.submitted, 0) - n;
   await c.stop();
-  await rm(repo, { recursive: true, force: true });
+  // A job of the last attempt may still be writing its records: retry the removal.
+  await rm(repo, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
   return { steady, churn, resubmitted };
 }
 
