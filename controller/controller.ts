@@ -32,6 +32,7 @@ import { requeue } from './loop/requeue.js';
 import { Sleeper } from './loop/sleeper.js';
 import { RepoSync } from './loop/repo-sync.js';
 import { StatusView } from './loop/status-view.js';
+import { stageSourceStatus } from './loop/source-status.js';
 import type { ControllerOptions, PassStats } from './loop/options.js';
 import { ControllerMetrics } from './metrics.js';
 import { DagPlanCaches } from './reconcile/dag-plan.js';
@@ -162,6 +163,7 @@ export class Controller {
     stats.loadedSpecs = await this.syncDesired();
     lap('load');
     if (!this.desired.head) return stats;
+    stageSourceStatus(this.status, this.desired.loadErrors, this.desired.head, now);
     this.resyncIfDue(now);
     const observation = await this.observe(now);
     lap('observe');

@@ -20,6 +20,7 @@ export {
   findCycle,
   formatDiagnostic,
   formatPath,
+  isObjectName,
   isSpecFile,
   loadSpecs,
 } from './spec/index.js';
@@ -61,9 +62,13 @@ export type {
   BackendStatusDoc,
   Condition,
   DagStatusDoc,
+  LoadError,
   RunStatusDoc,
+  SourceStatusDoc,
   StatusDoc,
 } from './status/types.js';
+export { SPECS_SOURCE, STATUS_DIRS } from './status/types.js';
+export { hasUnsafeChars, printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { graphOf } from './status/dag-graph.js';
 export type { GraphNode } from './status/dag-graph.js';

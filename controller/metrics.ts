@@ -10,6 +10,8 @@ export interface MetricsSnapshot {
   runs: ReadonlyMap<string, number>;
   dags: ReadonlyMap<string, number>;
   checkpointAge: ReadonlyMap<string, number>;
+  /** Errors of the specs repo's last load (`sources/specs.yaml`). */
+  specLoadErrors: number;
 }
 
 export class ControllerMetrics {
@@ -47,6 +49,12 @@ export class ControllerMetrics {
     labelNames: ['phase'],
     registers: [this.registry],
     collect: (): void => setAll(this.dags, 'phase', this.take().dags),
+  });
+  readonly specLoadErrors: Gauge = new Gauge({
+    name: 'adventuretime_spec_load_errors',
+    help: 'Errors that kept spec files or documents from loading at the watched commit (listed in sources/specs.yaml on the status branch); errors of a Run or DAG are on its own status.',
+    registers: [this.registry],
+    collect: (): void => this.specLoadErrors.set(this.take().specLoadErrors),
   });
   readonly submissions = new Counter({
     name: 'adventuretime_submissions_total',

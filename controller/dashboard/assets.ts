@@ -17,6 +17,7 @@ header .live { margin-left: auto; color: #afb8c1; font-size: .85em; }
 header .live.error { color: #ff8182; }
 main { padding: 1em 1.5em 3em; max-width: 1400px; }
 h1 { font-size: 1.4em; margin: .4em 0 .6em; }
+h2.error { color: #cf222e; }
 h1 .badge { font-size: .65em; vertical-align: middle; margin-left: .5em; }
 h2 { font-size: 1.1em; margin: 1.6em 0 .5em; }
 a { color: var(--link); text-decoration: none; }

@@ -6,7 +6,14 @@
 import type { Controller } from '../controller.js';
 import { age } from '../status/age.js';
 import { graphOf, type GraphNode } from '../status/dag-graph.js';
-import type { Attempt, BackendStatusDoc, Condition, DagStatusDoc, RunStatusDoc } from '../status/types.js';
+import type {
+  Attempt,
+  BackendStatusDoc,
+  Condition,
+  DagStatusDoc,
+  RunStatusDoc,
+  SourceStatusDoc,
+} from '../status/types.js';
 import { html, phaseClass, type Html } from './html.js';
 import { dagSvg } from './svg.js';
 
@@ -229,14 +236,42 @@ function overviewData(
   };
 }
 
+/** The specs repo's load errors (`sources/specs.yaml`), when there are any: file, line and fix. */
+function loadErrorsSection(source: SourceStatusDoc | undefined): View['sections'] {
+  const s = source?.status;
+  if (!s?.errorCount) return [];
+  const rows = s.errors.map(
+    (e) =>
+      html`<tr>
+        <td data-col="file">${e.file}:${e.line}:${e.column}</td>
+        <td data-col="code">${e.code}</td>
+        <td data-col="message">${e.message}${e.fix ? html`<div class="muted">fix: ${e.fix}</div>` : ''}</td>
+      </tr>`,
+  );
+  const more = s.errorCount - s.errors.length;
+  return [
+    {
+      id: 'load-errors',
+      body: html`<h2 class="error">
+          Spec files that do not load <span class="muted">(${s.errorCount})</span>
+        </h2>
+        <p class="muted">Nothing in these is acted on until it is fixed and pushed; every other spec is.</p>
+        ${table(['Where', 'Code', 'Problem'], rows, '')}
+        ${more > 0 ? html`<p class="muted">…and ${more} more (adv validate lists them all).</p>` : ''}`,
+    },
+  ];
+}
+
 export function overviewView(c: Controller, now: number): View {
   const runs = statusDocs(c, 'Run', (n) => c.view.runStatus(n));
   const dags = statusDocs(c, 'DAG', (n) => c.view.dagStatus(n));
   const backends = statusDocs(c, 'Backend', (n) => c.view.backendStatus(n));
+  const source = c.view.sourceStatus();
 
   return {
     title: 'AdventureTime',
     sections: [
+      ...loadErrorsSection(source),
       {
         id: 'runs',
         body: html`<h2>Runs <span class="muted">(${runs.length})</span></h2>
@@ -261,7 +296,7 @@ export function overviewView(c: Controller, now: number): View {
           )}`,
       },
     ],
-    data: overviewData(runs, dags, backends),
+    data: { ...overviewData(runs, dags, backends), loadErrors: source?.status.errors ?? [] },
   };
 }
 

@@ -13,9 +13,16 @@ import { readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
 import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
-import { formatDiagnostic } from '../spec/diagnostic.js';
+import type { Diagnostic } from '../spec/diagnostic.js';
 import { SpecLoader, type CachedFileEntry, type LoadResult } from '../spec/loader.js';
-import { SCHEMAS, type Backend as BackendObject, type Storage, type StorageSpec } from '../spec/schema.js';
+import {
+  isObjectName,
+  SCHEMAS,
+  type Backend as BackendObject,
+  type Storage,
+  type StorageSpec,
+} from '../spec/schema.js';
+import type { LoadError } from '../status/types.js';
 import { VERSION } from '../version.js';
 import type { LoadedBackend } from './adapters.js';
 import { errText } from './observer.js';
@@ -44,6 +51,8 @@ export class DesiredState {
   invalidRuns = new Map<string, InvalidRun>();
   dags = new Map<string, DesiredDag>();
   invalidDags = new Map<string, InvalidDag>();
+  /** Problems not reported on a Run's or DAG's status: whole files, bad names, Backends, Storage. */
+  loadErrors: LoadError[] = [];
   backends = new Map<string, LoadedBackend>();
   storage: StorageSpec | undefined;
   private runPrints = new Map<string, string>();
@@ -123,17 +132,29 @@ export class DesiredState {
     }
     const invalidRuns = new Map<string, InvalidRun>();
     const invalidDags = new Map<string, InvalidDag>();
+    const loadErrors: LoadError[] = [];
     for (const d of result.invalid) {
-      const named = d.name ? { ...d, name: d.name } : undefined;
-      if (d.kind === 'DAG' && named && !dags.has(named.name))
+      // Only a name that is a name keys a status file; any other is reported by its file.
+      const named = isObjectName(d.name) ? { ...d, name: d.name } : undefined;
+      // The first invalid document of a name is reported on that name's status; others by file.
+      if (d.kind === 'DAG' && named && !dags.has(named.name) && !invalidDags.has(named.name)) {
         invalidDags.set(named.name, invalidObject(named));
-      if (d.kind !== 'Run' || !named || runs.has(named.name)) {
-        if (d.diagnostics.length)
-          this.opts.logger.warn({ file: d.file }, formatDiagnostic(d.diagnostics[0]!));
         continue;
       }
-      invalidRuns.set(named.name, invalidObject(named));
+      if (d.kind === 'Run' && named && !runs.has(named.name) && !invalidRuns.has(named.name)) {
+        invalidRuns.set(named.name, invalidObject(named));
+        continue;
+      }
+      for (const x of d.diagnostics) if (x.severity === 'error') loadErrors.push(loadErrorOf(x, d.kind));
     }
+    this.loadErrors = loadErrors.sort((a, b) =>
+      a.file < b.file ? -1 : a.file > b.file ? 1 : a.line - b.line || a.column - b.column,
+    );
+    if (loadErrors.length)
+      this.opts.logger.warn(
+        { errors: loadErrors.length, first: `${loadErrors[0]!.file}:${loadErrors[0]!.line}` },
+        'some spec files cannot be loaded (recorded in sources/specs.yaml on the status branch)',
+      );
     this.specRuns = runs;
     this.runs.clear();
     for (const [n, r] of [...runs, ...this.childRuns]) this.runs.set(n, r);
@@ -201,6 +222,18 @@ export class DesiredState {
       ? [...this.runs.keys(), ...this.invalidRuns.keys()]
       : [...this.dags.keys(), ...this.invalidDags.keys()];
   }
+}
+
+function loadErrorOf(d: Diagnostic, kind: string | undefined): LoadError {
+  return {
+    file: d.file,
+    line: d.line,
+    column: d.column,
+    code: d.code,
+    ...(kind ? { kind } : {}),
+    message: d.path ? `${d.path}: ${d.message}` : d.message,
+    ...(d.hint ? { fix: d.hint } : {}),
+  };
 }
 
 function sameChild(a: DesiredRun, b: DesiredRun): boolean {

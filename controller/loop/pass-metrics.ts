@@ -4,7 +4,7 @@
  */
 import type { ControllerMetrics, MetricsSnapshot } from '../metrics.js';
 import type { StatusWriter } from '../status/writer.js';
-import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
+import { SPECS_SOURCE, type DagStatusDoc, type RunStatusDoc, type SourceStatusDoc } from '../status/types.js';
 import type { LiveAttempt } from './observer.js';
 
 /** Milliseconds spent in each step of a pass. */
@@ -45,5 +45,6 @@ export function metricsSnapshot(
     const ck = status.get<RunStatusDoc>('Run', run)!.status.checkpoint;
     if (ck) checkpointAge.set(run, Math.max(0, (nowMs - Date.parse(ck.createdAt)) / 1000));
   }
-  return { queueDepth, runs: byPhase('Run'), dags: byPhase('DAG'), checkpointAge };
+  const specLoadErrors = status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.errorCount ?? 0;
+  return { queueDepth, runs: byPhase('Run'), dags: byPhase('DAG'), checkpointAge, specLoadErrors };
 }

@@ -6,7 +6,14 @@
 import type { ObjectStore } from '../../runtime/store/index.js';
 import type { GitPort } from '../git/port.js';
 import type { StatusWriter } from '../status/writer.js';
-import { STATUS_DIRS, type BackendStatusDoc, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
+import {
+  SPECS_SOURCE,
+  STATUS_DIRS,
+  type BackendStatusDoc,
+  type DagStatusDoc,
+  type RunStatusDoc,
+  type SourceStatusDoc,
+} from '../status/types.js';
 
 export class StatusView {
   constructor(
@@ -25,6 +32,11 @@ export class StatusView {
 
   backendStatus(name: string): BackendStatusDoc | undefined {
     return this.status.get<BackendStatusDoc>('Backend', name);
+  }
+
+  /** What could not be loaded from the specs repo (absent until something failed to load once). */
+  sourceStatus(): SourceStatusDoc | undefined {
+    return this.status.get<SourceStatusDoc>('Source', SPECS_SOURCE);
   }
 
   /** Names of the objects of a kind on the status branch. */

@@ -8,6 +8,14 @@ import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/ty
 
 /** DNS-1123 subdomain: lowercase alphanumerics, '-' and '.', starting and ending alphanumeric. */
 export const DNS1123_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+const SUBDOMAIN_RE = new RegExp(DNS1123_SUBDOMAIN);
+/**
+ * Whether a string is a valid object name (DNS-1123 subdomain, at most 253 characters): the only
+ * names the controller uses as status file names, job names and shell words. A name that fails
+ * this is reported by the file it is in, never used as a key.
+ */
+export const isObjectName = (name: unknown): name is string =>
+  typeof name === 'string' && name.length > 0 && name.length <= 253 && SUBDOMAIN_RE.test(name);
 /** DNS-1123 label: like a subdomain without dots (DAG node ids, partitions-as-names). */
 export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 /** POSIX-portable environment variable name. */

@@ -20,7 +20,7 @@ import {
   StringMap,
 } from './schema-kit.js';
 
-export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME } from './schema-kit.js';
+export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, isObjectName } from './schema-kit.js';
 
 export const API_VERSION = 'adventuretime.dev/v1alpha1';
 

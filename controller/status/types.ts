@@ -81,6 +81,10 @@ export const Reason = {
   CodeRefNotFound: 'CodeRefNotFound',
   /** A secret in `spec.secrets` is not set where the controller looks for it (stalled). */
   SecretMissing: 'SecretMissing',
+  /** (Source) Some documents of the specs repo could not be loaded. */
+  LoadFailed: 'LoadFailed',
+  /** (Source) Every document loaded. */
+  Loaded: 'Loaded',
 } as const;
 
 /** One aspect of a status, Kubernetes-style: True, False or Unknown, with the reason why. */
@@ -229,12 +233,54 @@ export interface DagStatusDoc {
   };
 }
 
+/**
+ * A problem that kept a document of the specs repo from loading, where it is and how to fix it.
+ * Recorded by file, never by the document's name: a name that failed validation is not a key.
+ */
+export interface LoadError {
+  file: string;
+  line: number;
+  column: number;
+  /** The loader's diagnostic code (`YamlSyntax`, `FileTooLarge`, `SchemaPattern`, …). */
+  code: string;
+  /** The document's kind, when it says one. */
+  kind?: string;
+  message: string;
+  fix?: string;
+}
+
+/**
+ * The specs repo as the controller last loaded it (`sources/specs.yaml`), as Flux reports a
+ * source's errors on its object: every document that could not be loaded and is not reported on a
+ * Run's or DAG's own status (a whole file that does not parse, a name that is not a name, a bad
+ * Backend or Storage). `Ready` is False while there is any.
+ */
+export interface SourceStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'SourceStatus';
+  metadata: { name: string };
+  status: {
+    conditions: Condition[];
+    /** The watched branch's commit at which this set of errors was first seen. */
+    since?: string;
+    errorCount: number;
+    /** By file and line: the first few of each file, at most a few hundred (all are counted). */
+    errors: LoadError[];
+  };
+}
+
 /** Any status file. */
 export type StatusDoc =
-  RunStatusDoc | BackendStatusDoc | DagStatusDoc | { kind: string; metadata: { name: string } };
+  | RunStatusDoc
+  | BackendStatusDoc
+  | DagStatusDoc
+  | SourceStatusDoc
+  | { kind: string; metadata: { name: string } };
 
 /** Folder of each status kind on the status branch. */
-export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends' } as const;
+export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends', Source: 'sources' } as const;
+/** The name of the watched specs' source status: `sources/specs.yaml`. */
+export const SPECS_SOURCE = 'specs';
 /** A kind that has status files. */
 export type StatusKind = keyof typeof STATUS_DIRS;
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { commitMessage } from './writer.js';
+import { hasUnsafeChars, printable } from './printable.js';
 
 describe('commitMessage', () => {
   it('one change: its summary as the subject, then trailers', () => {
@@ -57,5 +58,29 @@ describe('commitMessage', () => {
     expect(msg).toBe(
       'status: 2 runs, 1 backend changed\n\n- run/a: Succeeded (attempt 1 on local, job 7, exit 0)\n- run/b: Submitting attempt 1 to local\n- backend/local: Ready\n\nSpec-Commit: abc\nRun: a\nAttempt: 1\nRun: b\nBackend: local\n',
     );
+  });
+});
+
+describe('spec-controlled text in commit messages', () => {
+  it('escapes control characters, so a message cannot clear a screen or forge a line', () => {
+    const msg = commitMessage([
+      {
+        kind: 'Run',
+        name: 'x',
+        summary: 'run/x: spec invalid (a\u001b[2J\nforged: line\r\u202eevil)',
+        trailers: [['Run', 'x\nSpec-Commit: forged']],
+      },
+    ]);
+    expect(msg).toBe(
+      'run/x: spec invalid (a\\x1b[2J\\x0aforged: line\\x0d\\u202eevil)\n\nRun: x\\x0aSpec-Commit: forged\n',
+    );
+  });
+
+  it('leaves ordinary text alone', () => {
+    expect(printable('run/é-ü: Running (attempt 1 on local) ✓')).toBe(
+      'run/é-ü: Running (attempt 1 on local) ✓',
+    );
+    expect(hasUnsafeChars('plain')).toBe(false);
+    expect(hasUnsafeChars('tab\there')).toBe(true);
   });
 });

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { parse, stringify } from 'yaml';
 import type { GitPort, Identity } from '../git/port.js';
+import { printable } from './printable.js';
 import { STATUS_DIRS, type DagStatusDoc, type StatusDoc, type StatusKind } from './types.js';
 
 export interface StagedChange {
@@ -223,7 +224,13 @@ function mergeTrailers(a: [string, string][], b: [string, string][]): [string, s
 }
 
 /** `run/foo: Running (attempt 1 on local)`, or a subject plus one line per object, then trailers. */
-export function commitMessage(changes: readonly StagedChange[], specCommit?: string): string {
+export function commitMessage(unsafe: readonly StagedChange[], specCommit?: string): string {
+  // Summaries and trailers quote spec-controlled text: one line each, no terminal escapes.
+  const changes = unsafe.map((c) => ({
+    ...c,
+    summary: printable(c.summary),
+    trailers: c.trailers.map(([k, v]): [string, string] => [k, printable(v)]),
+  }));
   const trailers: [string, string][] = [];
   if (specCommit) trailers.push(['Spec-Commit', specCommit]);
   for (const c of changes)
