@@ -14,6 +14,7 @@ const BENCHES: Record<string, string> = {
   'ssh-slurm': './ssh-slurm.ts',
   recovery: './recovery.ts',
   dag: './dag.ts',
+  'big-blob': './big-blob.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -34,7 +34,8 @@ export class IsoGit implements GitPort {
     };
   }
 
-  async readTree(oid: string): Promise<TreeEntry[]> {
+  /** No sizes: isomorphic-git has a blob's size only by reading (inflating) the blob. */
+  async readTree(oid: string, _opts?: { sizes?: boolean }): Promise<TreeEntry[]> {
     const { tree } = await isogit.readTree({ fs, gitdir: this.gitdir, oid, cache: this.cache });
     return tree.map((e) => ({ mode: e.mode.padStart(6, '0'), path: e.path, oid: e.oid, type: e.type }));
   }

@@ -88,71 +88,146 @@ const UNREACHABLE =
 /** Whether git's stderr says the remote could not be reached (as opposed to a refusal). */
 export const isUnreachable = (stderr: string): boolean => UNREACHABLE.test(stderr);
 
-/** A long-lived `git cat-file --batch`: one process, requests pipelined. */
+/** One object as `git cat-file --batch` gives it; `--batch-check` gives no body. */
+export interface BatchObject {
+  type: string;
+  size: number;
+  body?: Buffer;
+}
+
+interface BatchRequest {
+  oid: string;
+  resolve: (o: BatchObject) => void;
+  reject: (e: Error) => void;
+}
+
+/**
+ * Splits the output of `git cat-file --batch` (or `--batch-check`) into objects, in the order they
+ * were asked for, in linear time: a body is allocated once from the size in its header and filled
+ * as chunks arrive, so a 50 MB blob costs one 50 MB copy, not one per chunk.
+ */
+export class BatchParser {
+  private readonly waiting: BatchRequest[] = [];
+  /** Bytes of a header line not yet ended. */
+  private partial: Buffer | undefined;
+  /** The object whose body is arriving: its buffer holds the body and git's trailing newline. */
+  private reading: { req: BatchRequest; type: string; size: number; buf: Buffer; filled: number } | undefined;
+
+  /** `bodies`: `--batch` output (header, body, newline); otherwise `--batch-check` (headers only). */
+  constructor(private readonly bodies: boolean) {}
+
+  /** Registers the next request; its answer is the next object in the output. */
+  expect(oid: string, resolve: (o: BatchObject) => void, reject: (e: Error) => void): void {
+    this.waiting.push({ oid, resolve, reject });
+  }
+
+  push(chunk: Buffer): void {
+    let off = 0;
+    while (off < chunk.length) {
+      const r = this.reading;
+      if (r) {
+        const n = Math.min(r.buf.length - r.filled, chunk.length - off);
+        chunk.copy(r.buf, r.filled, off, off + n);
+        r.filled += n;
+        off += n;
+        if (r.filled === r.buf.length) {
+          this.reading = undefined;
+          r.req.resolve({ type: r.type, size: r.size, body: r.buf.subarray(0, r.size) });
+        }
+        continue;
+      }
+      const nl = chunk.indexOf(0x0a, off);
+      if (nl < 0) {
+        // A header cut by the chunk's end: at most a line, kept until its newline arrives.
+        const rest = chunk.subarray(off);
+        this.partial = this.partial ? Buffer.concat([this.partial, rest]) : Buffer.from(rest);
+        return;
+      }
+      let line = chunk.subarray(off, nl);
+      if (this.partial) {
+        line = Buffer.concat([this.partial, line]);
+        this.partial = undefined;
+      }
+      off = nl + 1;
+      this.header(line.toString('utf8'));
+    }
+  }
+
+  private header(line: string): void {
+    const req = this.waiting.shift();
+    if (!req) return;
+    const [, type = '', size] = line.split(' ');
+    if (size === undefined) {
+      // `<name> missing` (or `ambiguous`)
+      req.reject(new AdvError(ErrorCode.NotFound, `git object ${req.oid} is ${type || 'unreadable'}`));
+      return;
+    }
+    const n = Number(size);
+    if (!this.bodies) req.resolve({ type, size: n });
+    else this.reading = { req, type, size: n, buf: Buffer.allocUnsafe(n + 1), filled: 0 };
+  }
+
+  /** Rejects the object being read and every waiting one, and starts over. */
+  fail(err: Error): void {
+    const pending = [...(this.reading ? [this.reading.req] : []), ...this.waiting.splice(0)];
+    this.reading = undefined;
+    this.partial = undefined;
+    for (const r of pending) r.reject(err);
+  }
+}
+
+/**
+ * A long-lived `git cat-file --batch` (objects) or `--batch-check` (type and size only): one
+ * process, requests pipelined.
+ */
 class CatFileBatch {
-  private child: ChildProcessWithoutNullStreams | undefined;
-  private buf: Buffer = Buffer.alloc(0);
-  private readonly waiting: { oid: string; resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
+  /** The running process and the parser of its output (each process has its own). */
+  private proc: { child: ChildProcessWithoutNullStreams; parser: BatchParser } | undefined;
 
   constructor(
     private readonly gitdir: string,
     private readonly env: NodeJS.ProcessEnv,
+    private readonly mode: '--batch' | '--batch-check' = '--batch',
   ) {}
 
-  private start(): ChildProcessWithoutNullStreams {
-    const child = spawn('git', ['cat-file', '--batch'], {
+  private start(): { child: ChildProcessWithoutNullStreams; parser: BatchParser } {
+    const child = spawn('git', ['cat-file', this.mode], {
       env: { ...process.env, ...this.env, GIT_DIR: this.gitdir },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    child.stdout.on('data', (b: Buffer) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
-      this.drain();
-    });
-    child.on('close', () => {
-      const err = new AdvError(ErrorCode.GitError, 'git cat-file --batch exited');
-      for (const w of this.waiting.splice(0)) w.reject(err);
-      this.child = undefined;
-      this.buf = Buffer.alloc(0);
-    });
+    const proc = { child, parser: new BatchParser(this.mode === '--batch') };
+    const gone = (why: string) => {
+      if (this.proc === proc) this.proc = undefined;
+      proc.parser.fail(new AdvError(ErrorCode.GitError, why));
+    };
+    child.stdout.on('data', (b: Buffer) => proc.parser.push(b));
+    child.on('error', (e) => gone(`cannot run git cat-file: ${e.message}`));
+    child.on('close', () => gone(`git cat-file ${this.mode} exited`));
     child.stdin.on('error', () => undefined);
     child.stderr.resume();
-    this.child = child;
-    return child;
+    this.proc = proc;
+    return proc;
   }
 
-  private drain(): void {
-    for (;;) {
-      const w = this.waiting[0];
-      if (!w) return;
-      const nl = this.buf.indexOf(0x0a);
-      if (nl < 0) return;
-      const header = this.buf.subarray(0, nl).toString('utf8');
-      if (header.endsWith(' missing')) {
-        this.buf = this.buf.subarray(nl + 1);
-        this.waiting.shift();
-        w.reject(new AdvError(ErrorCode.NotFound, `git object ${w.oid} is missing`));
-        continue;
-      }
-      const size = Number(header.split(' ')[2]);
-      if (this.buf.length < nl + 1 + size + 1) return;
-      const body = Buffer.from(this.buf.subarray(nl + 1, nl + 1 + size));
-      this.buf = this.buf.subarray(nl + 1 + size + 1);
-      this.waiting.shift();
-      w.resolve(body);
-    }
+  /** The objects, in order; one write for all of them. */
+  readMany(oids: readonly string[]): Promise<BatchObject>[] {
+    if (oids.length === 0) return [];
+    const { child, parser } = this.proc ?? this.start();
+    const out = oids.map(
+      (oid) => new Promise<BatchObject>((resolve, reject) => parser.expect(oid, resolve, reject)),
+    );
+    child.stdin.write(oids.join('\n') + '\n');
+    return out;
   }
 
-  read(oid: string): Promise<Buffer> {
-    const child = this.child ?? this.start();
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ oid, resolve, reject });
-      child.stdin.write(oid + '\n');
-    });
+  async read(oid: string): Promise<Buffer> {
+    return (await this.readMany([oid])[0]!).body!;
   }
 
+  /** Ends the process once it has answered what it was asked. */
   close(): void {
-    this.child?.stdin.end();
-    this.child = undefined;
+    this.proc?.child.stdin.end();
+    this.proc = undefined;
   }
 }
 
@@ -161,6 +236,8 @@ const SCRATCH_REF = 'refs/adventuretime/scratch';
 
 export class NativeGit implements GitPort {
   private readonly batch: CatFileBatch;
+  /** Sizes of blobs, asked for only by `readTree(…, { sizes: true })`. */
+  private readonly check: CatFileBatch;
   private commitsSinceGc = 0;
   private readonly env: NodeJS.ProcessEnv;
   private readonly networkTimeoutMs: number;
@@ -172,6 +249,7 @@ export class NativeGit implements GitPort {
     this.env = opts.env ?? {};
     this.networkTimeoutMs = opts.networkTimeoutMs ?? 30_000;
     this.batch = new CatFileBatch(gitdir, this.env);
+    this.check = new CatFileBatch(gitdir, this.env, '--batch-check');
   }
 
   private git(args: readonly string[], input?: Uint8Array | string): Promise<Buffer> {
@@ -190,12 +268,21 @@ export class NativeGit implements GitPort {
     return parseCommit(oid, (await this.batch.read(oid)).toString('utf8'));
   }
 
-  async readTree(oid: string): Promise<TreeEntry[]> {
-    return parseTree(await this.batch.read(oid));
+  /**
+   * With `sizes`, the blobs' sizes come from one pipelined `git cat-file --batch-check` (object
+   * headers only, no blob is read): a few microseconds a blob.
+   */
+  async readTree(oid: string, opts: { sizes?: boolean } = {}): Promise<TreeEntry[]> {
+    const entries = parseTree(await this.batch.read(oid));
+    if (!opts.sizes) return entries;
+    const blobs = entries.filter((e) => e.type === 'blob');
+    const info = await Promise.all(this.check.readMany(blobs.map((e) => e.oid)));
+    blobs.forEach((e, i) => (e.size = info[i]!.size));
+    return entries;
   }
 
-  readBlobs(oids: readonly string[]): Promise<Uint8Array[]> {
-    return Promise.all(oids.map((o) => this.batch.read(o)));
+  async readBlobs(oids: readonly string[]): Promise<Uint8Array[]> {
+    return (await Promise.all(this.batch.readMany(oids))).map((o) => o.body!);
   }
 
   /**
@@ -312,6 +399,7 @@ export class NativeGit implements GitPort {
 
   async close(): Promise<void> {
     this.batch.close();
+    this.check.close();
   }
 }
 

@@ -10,6 +10,8 @@ export interface TreeEntry {
   path: string;
   oid: string;
   type: 'blob' | 'tree' | 'commit';
+  /** A blob's size in bytes, when asked for and the reader has it cheaply (see `readTree`). */
+  size?: number;
 }
 
 export interface CommitInfo {
@@ -42,8 +44,12 @@ export interface GitPort {
   readonly gitdir: string;
   resolveRef(ref: string): Promise<string | undefined>;
   readCommit(oid: string): Promise<CommitInfo>;
-  /** One level of a tree. */
-  readTree(oid: string): Promise<TreeEntry[]>;
+  /**
+   * One level of a tree. With `sizes`, blob entries carry their `size` where the reader gets it
+   * without reading the blob (NativeGit does; IsoGit leaves it undefined): a caller that refuses
+   * large files can then refuse them unread.
+   */
+  readTree(oid: string, opts?: { sizes?: boolean }): Promise<TreeEntry[]>;
   /** Blob contents, in order. */
   readBlobs(oids: readonly string[]): Promise<Uint8Array[]>;
   /**

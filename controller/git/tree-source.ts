@@ -6,8 +6,15 @@
 import { isSkippedDir, isSpecFile, type SpecFileRef, type SpecSource } from '../spec/source.js';
 import type { GitPort } from './port.js';
 
+/** A spec file of a listing: path relative to the listed tree, blob id, size when the reader has it. */
+interface ListedFile {
+  path: string;
+  oid: string;
+  size?: number;
+}
+
 /** Flattened listing of a tree: spec files below it, paths relative to it. */
-type Listing = readonly { path: string; oid: string }[];
+type Listing = readonly ListedFile[];
 
 export class TreeListingCache {
   private readonly byTree = new Map<string, Listing>();
@@ -20,15 +27,16 @@ export class TreeListingCache {
     const cached = this.byTree.get(treeOid);
     if (cached) return cached;
     this.treesRead++;
-    const entries = await this.git.readTree(treeOid);
-    const out: { path: string; oid: string }[] = [];
+    // Sizes from the tree, so a file over the size limit is refused without reading its blob.
+    const entries = await this.git.readTree(treeOid, { sizes: true });
+    const out: ListedFile[] = [];
     const subtrees = entries.filter((e) => e.type === 'tree' && !isSkippedDir(e.path));
     const listings = await Promise.all(subtrees.map((e) => this.list(e.oid)));
     subtrees.forEach((e, i) => {
-      for (const f of listings[i]!) out.push({ path: `${e.path}/${f.path}`, oid: f.oid });
+      for (const f of listings[i]!) out.push({ ...f, path: `${e.path}/${f.path}` });
     });
     for (const e of entries)
-      if (e.type === 'blob' && isSpecFile(e.path)) out.push({ path: e.path, oid: e.oid });
+      if (e.type === 'blob' && isSpecFile(e.path)) out.push({ path: e.path, oid: e.oid, size: e.size });
     out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     this.byTree.set(treeOid, out);
     // Bound the cache: listings of old commits are rarely asked for again.
@@ -54,10 +62,10 @@ export class GitTreeSource implements SpecSource {
       const prefix = this.subdir + '/';
       listing = listing
         .filter((f) => f.path.startsWith(prefix))
-        .map((f) => ({ path: f.path.slice(prefix.length), oid: f.oid }));
+        .map((f) => ({ ...f, path: f.path.slice(prefix.length) }));
     }
     this.oids = new Map(listing.map((f) => [f.path, f.oid]));
-    return listing.map((f) => ({ path: f.path, key: f.oid }));
+    return listing.map((f) => ({ path: f.path, key: f.oid, size: f.size }));
   }
 
   readMany(paths: readonly string[]): Promise<Uint8Array[]> {

@@ -10,10 +10,10 @@ import { BACKENDS } from '../backends/registry.js';
 import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
-import { DEFAULT_LIMITS, parseFile, type ParseLimits } from './parse.js';
+import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
 import { backendRefsOf, documentRules, type BackendRef } from './rules.js';
 import type { Kind, SpecObject } from './schema.js';
-import type { SpecSource } from './source.js';
+import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
 /** One YAML document of a specs repo, valid or not. */
@@ -122,7 +122,15 @@ export class SpecLoader {
     const refs = await source.list();
     const present = new Set(refs.map((r) => r.path));
     for (const file of [...this.files.keys()]) if (!present.has(file)) this.files.delete(file);
-    const stale = refs.filter((r) => !this.isCurrent(r.path, r.key));
+    const stale: SpecFileRef[] = [];
+    for (const r of refs) {
+      if (this.isCurrent(r.path, r.key)) continue;
+      // Over the size limit by the size the source knows: refused unread (a 50 MB blob is never read).
+      if (r.size !== undefined && r.size > this.limits.maxFileBytes) {
+        const fileDiagnostics = [fileTooLarge(r.path, r.size, this.limits)];
+        this.files.set(r.path, { key: r.key, docs: [], fileDiagnostics });
+      } else stale.push(r);
+    }
     const contents = await source.readMany(stale.map((r) => r.path));
     stale.forEach((r, i) => this.loadFile(r.path, contents[i]!, r.key));
     return this.result();

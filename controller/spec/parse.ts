@@ -132,16 +132,33 @@ function fileError(
   };
 }
 
+/**
+ * The diagnostic of a file over `limits.maxFileBytes`. The loader gives it from a size it knows
+ * without reading the file (a git tree, a stat), so it never needs the bytes.
+ */
+export function fileTooLarge(
+  file: string,
+  size: number,
+  limits: Pick<ParseLimits, 'maxFileBytes'>,
+): Diagnostic {
+  return {
+    severity: 'error',
+    code: 'FileTooLarge',
+    file,
+    line: 1,
+    column: 1,
+    path: '',
+    message: `file is ${size} bytes, over the limit of ${limits.maxFileBytes}`,
+    hint:
+      'split it into smaller files; if it is not a spec (data, a dump), move it out of the specs folder ' +
+      'or rename it so it does not end in .yaml/.yml',
+  };
+}
+
 /** The file's text, or why it has none: too large, binary, not UTF-8. A BOM is dropped. */
 function decodeFile(file: string, bytes: Uint8Array, limits: ParseLimits): string | ParsedFile {
-  if (bytes.byteLength > limits.maxFileBytes) {
-    return fileError(
-      file,
-      'FileTooLarge',
-      `file is ${bytes.byteLength} bytes, over the limit of ${limits.maxFileBytes}`,
-      'split it into smaller files, or raise --max-file-bytes if this size is intended',
-    );
-  }
+  if (bytes.byteLength > limits.maxFileBytes)
+    return { docs: [], diagnostics: [fileTooLarge(file, bytes.byteLength, limits)] };
   const nul = bytes.indexOf(0);
   if (nul !== -1) {
     return fileError(

@@ -10,6 +10,11 @@ export interface SpecFileRef {
   path: string;
   /** Changes whenever the content may have changed (a blob id, or size+mtime+inode). */
   key: string;
+  /**
+   * Size in bytes, when the source knows it without reading the file (a stat, a git tree read
+   * with sizes): the loader refuses a file over the size limit from it, unread.
+   */
+  size?: number;
 }
 
 export interface SpecSource {
@@ -30,7 +35,7 @@ export class DirectorySource implements SpecSource {
 
   async list(): Promise<SpecFileRef[]> {
     const st = await stat(this.root);
-    if (st.isFile()) return [{ path: this.root, key: statKey(st) }];
+    if (st.isFile()) return [{ path: this.root, key: statKey(st), size: st.size }];
     const out: SpecFileRef[] = [];
     const walk = async (dir: string): Promise<void> => {
       const entries = await readdir(dir, { withFileTypes: true });
@@ -41,7 +46,7 @@ export class DirectorySource implements SpecSource {
             if (!isSkippedDir(e.name)) await walk(full);
           } else if (e.isFile() && isSpecFile(e.name)) {
             const s = await lstat(full);
-            out.push({ path: relative(this.root, full).split(sep).join('/'), key: statKey(s) });
+            out.push({ path: relative(this.root, full).split(sep).join('/'), key: statKey(s), size: s.size });
           }
         }),
       );
