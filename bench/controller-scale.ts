@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Controller } from '../controller/controller.js';
 import { git } from '../controller/git/native.js';
+import { commitEdit } from './edit-commit.js';
 import { runYaml } from './gen-repo.js';
 import { fastImport } from './git-fixtures.js';
 import { isolated, median, table } from './lib.js';
@@ -167,19 +168,17 @@ async function main(): Promise<void> {
     // One changed file among N: commit it, then one pass (load + plan + write).
     const oneFile: number[] = [];
     for (let r = 0; r < 5; r++) {
-      await fastImport(gitdir, [
-        {
-          branch: 'main',
-          message: `edit ${r}`,
-          files: {
-            'runs/sweep-7.yaml': suspended(7).replace('WANDB_PROJECT: sweep', `WANDB_PROJECT: edit-${r}`),
-          },
-        },
-      ]);
+      // A child of main's tip with this one file changed and the other N files kept.
+      await commitEdit(gitdir, 'main', `edit ${r}`, {
+        'runs/sweep-7.yaml': suspended(7).replace('WANDB_PROJECT: sweep', `WANDB_PROJECT: edit-${r}`),
+      });
       const t = performance.now();
       const s = await c!.pass();
       oneFile.push(performance.now() - t);
       if (!s.loadedSpecs) throw new Error('the change was not seen');
+      // Every run is still desired: the edit changed one file, it did not drop the others.
+      const runs = (c as unknown as { desired?: { runs?: Map<string, unknown> } }).desired?.runs;
+      if (runs && runs.size !== N) throw new Error(`after the edit ${runs.size} runs are desired, not ${N}`);
     }
     await c!.stop();
 
