@@ -3,6 +3,7 @@
  * (`AdvError` with a code); nothing else in the CLI calls `process.exit`.
  */
 import { ErrorCode, isAdvError } from '../controller/index.js';
+import { printable, printableLines } from './output.js';
 
 /** Exit codes, stable for scripts and CI jobs. */
 export const ExitCode = {
@@ -31,18 +32,23 @@ const byCode: Record<string, number> = {
   [ErrorCode.Waiting]: ExitCode.Timeout,
 };
 
-/** Prints the error for a person and returns the exit code. */
+/**
+ * Prints the error for a person and returns the exit code. Messages quote names and output of
+ * other programs: they are made printable (line breaks kept, nothing else that steers a terminal).
+ */
 export function reportError(err: unknown, stderr: NodeJS.WritableStream): number {
   if (isAdvError(err)) {
-    const hint = typeof err.data.hint === 'string' ? `\n  fix: ${err.data.hint}` : '';
-    stderr.write(`error: ${err.message}${hint}\n`);
+    const hint = typeof err.data.hint === 'string' ? `\n  fix: ${printableLines(err.data.hint)}` : '';
+    stderr.write(`error: ${printableLines(err.message)}${hint}\n`);
     return byCode[err.code] ?? ExitCode.Internal;
   }
   const e = err as NodeJS.ErrnoException;
   if (e?.code === 'ENOENT' && e.path) {
-    stderr.write(`error: ${e.path}: no such file or directory\n  fix: check the path\n`);
+    stderr.write(`error: ${printable(e.path)}: no such file or directory\n  fix: check the path\n`);
     return ExitCode.NotFound;
   }
-  stderr.write(`internal error: ${e?.stack ?? String(err)}\n  please report this with the command you ran\n`);
+  stderr.write(
+    `internal error: ${printableLines(e?.stack ?? String(err))}\n  please report this with the command you ran\n`,
+  );
   return ExitCode.Internal;
 }

@@ -1,14 +1,29 @@
 /** kubectl-like presentation: tables and coloured phases (ages are the barrel's `age`, shared with the dashboard). */
+import { formatDiagnostic, type Diagnostic } from '../controller/index.js';
+import { printable } from './output.js';
+
+/** A diagnostic for a terminal: its file name, path, message and hint made printable. */
+export function printableDiagnostic(d: Diagnostic): string {
+  return formatDiagnostic({
+    ...d,
+    file: printable(d.file),
+    path: printable(d.path),
+    message: printable(d.message),
+    ...(d.hint !== undefined ? { hint: printable(d.hint) } : {}),
+  });
+}
 
 /**
- * A kubectl-style table. `style` may decorate a cell after it is padded (colour on a terminal):
- * widths are measured on the plain text.
+ * A kubectl-style table. Every cell is made `printable` (a cell holding a newline, CR or an escape
+ * sequence cannot forge a row or repaint the screen). `style` may decorate a cell after it is
+ * padded (colour on a terminal): widths are measured on the plain text.
  */
 export function renderTable(
   headers: string[],
-  rows: string[][],
+  raw: string[][],
   style?: (header: string, cell: string, plain: string) => string,
 ): string {
+  const rows = raw.map((r) => r.map((c) => printable(c)));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[], isHeader = false) =>
     cells

@@ -18,7 +18,7 @@ import { registerRetry } from './commands/retry.js';
 import { registerSchema } from './commands/schema.js';
 import { registerValidate } from './commands/validate.js';
 import { ExitCode, reportError } from './exit.js';
-import { defaultIo, type Io } from './output.js';
+import { defaultIo, printableLines, type Io } from './output.js';
 
 export function buildProgram(io: Io): Command {
   const program = new Command('adv')
@@ -27,7 +27,8 @@ export function buildProgram(io: Io): Command {
     .showSuggestionAfterError(true)
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
-      writeErr: (s) => io.stderr.write(s),
+      // Commander quotes what was typed (an unknown command, a bad option value).
+      writeErr: (s) => io.stderr.write(printableLines(s)),
     })
     .exitOverride()
     .addHelpText(

@@ -2,6 +2,11 @@
  * How the CLI changes the specs repo: like a person would — edit files, commit, push. For a local
  * repo, in its work tree on the watched branch; for a URL, in a temporary clone, pushed with a
  * retry when someone else pushed first. The controller never writes the watched branch.
+ *
+ * `adv apply` writes a whole file into the work tree and commits it. `adv cancel`, `retry` and
+ * `reconcile` change one value of a committed file: they read the branch's commit, not the work
+ * tree, and commit with git plumbing (`commitFile`), so a person's uncommitted edits are never
+ * swept into the commit.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -14,11 +19,17 @@ import {
   credentialEnv,
   git,
   isRemoteUrl,
+  isSpecFile,
   loadSpecs,
   runGit,
   type LoadResult,
+  type SpecFileRef,
+  type SpecSource,
 } from '../controller/index.js';
 import { FALLBACK_IDENTITY, hasIdentity } from './commands/init.js';
+
+/** A file name is a file name, not a pathspec (`*` in it matches only itself). */
+const LITERAL = { GIT_LITERAL_PATHSPECS: '1' };
 
 /** `--repo` and `--branch` of the commands that commit to the specs repo. */
 export interface RepoOpts {
@@ -26,10 +37,39 @@ export interface RepoOpts {
   branch: string;
 }
 
+/** One file as the branch, the index and the work tree have it. */
+export interface FileState {
+  /** The committed content (undefined: not in the branch's commit). */
+  committed?: string;
+  /** The index holds something else than the commit for it (a staged change or removal). */
+  staged: boolean;
+  /** The work tree's content (undefined: no such file). */
+  worktree?: string;
+}
+
 export interface SpecsWorkTree {
   dir: string;
   /** All specs as they are now in the work tree. */
   load(): Promise<LoadResult>;
+  /** The commit the watched branch points at. */
+  branchHead(): Promise<string>;
+  /** All specs as committed in `commit` (the work tree is not read). */
+  loadCommitted(commit: string): Promise<LoadResult>;
+  /** `rel` in `commit`, in the index and in the work tree. */
+  fileState(rel: string, commit: string): Promise<FileState>;
+  /**
+   * Commits `content` as `rel` on top of `parent` (which the branch must still point at) from the
+   * committed tree — nothing else of the index or the work tree goes in — and pushes, for a URL.
+   * Then the index entry of `rel` becomes the new content (it matched `parent`: the caller checked
+   * `staged`), and the work tree file becomes `worktree` when given, else is left as it is.
+   */
+  commitFile(
+    rel: string,
+    content: string,
+    message: string,
+    parent: string,
+    worktree?: string,
+  ): Promise<string>;
   read(rel: string): Promise<string | undefined>;
   write(rel: string, content: string): Promise<void>;
   remove(rel: string): Promise<void>;
@@ -73,9 +113,100 @@ export async function openSpecsWorkTree(
     }
   }
   const id = (await hasIdentity(dir)) ? [] : FALLBACK_IDENTITY;
+  const ref = `refs/heads/${branch}`;
+  const publish = async () => {
+    if (!temp) return;
+    for (let attempt = 1; ; attempt++) {
+      const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], {
+        cwd: dir,
+        env,
+      });
+      if (push.code === 0) break;
+      if (attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(push.stderr)) {
+        throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, {
+          hint: 'check that the token may push to the branch',
+        });
+      }
+      await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
+    }
+  };
   return {
     dir,
     load: () => loadSpecs(new DirectorySource(dir)),
+    branchHead: async () => {
+      const r = await runGit(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { cwd: dir });
+      if (r.code !== 0)
+        throw new AdvError(ErrorCode.NotFound, `branch ${branch} of ${repo} has no commit yet`, {
+          hint: `commit your specs to ${branch}, or pass --branch`,
+        });
+      return r.stdout.toString().trim();
+    },
+    loadCommitted: (commit) => loadSpecs(new CommitSource(dir, commit)),
+    fileState: async (rel, commit) => {
+      const committed = await runGit(['rev-parse', '--verify', '--quiet', `${commit}:${rel}`], { cwd: dir });
+      const blob = committed.code === 0 ? committed.stdout.toString().trim() : undefined;
+      const staged = (
+        await git(['ls-files', '--stage', '-z', '--', rel], { cwd: dir, env: LITERAL })
+      ).toString();
+      const indexBlob = /^\d+ ([0-9a-f]+) 0\t/.exec(staged)?.[1];
+      return {
+        ...(blob
+          ? { committed: (await git(['cat-file', 'blob', blob], { cwd: dir })).toString('utf8') }
+          : {}),
+        staged: indexBlob !== blob,
+        ...(existsSync(join(dir, rel)) ? { worktree: await readFile(join(dir, rel), 'utf8') } : {}),
+      };
+    },
+    commitFile: async (rel, content, message, parent, worktree) => {
+      const mode =
+        /^(\d+) blob /.exec(
+          (await git(['ls-tree', parent, '--', rel], { cwd: dir, env: LITERAL })).toString(),
+        )?.[1] ?? '100644';
+      const blob = (await git(['hash-object', '-w', '--stdin'], { cwd: dir, input: content }))
+        .toString()
+        .trim();
+      // The new tree: the parent's, with this one file changed, built in an index of our own.
+      const scratch = await mkdtemp(join(tmpdir(), 'adv-edit-'));
+      let commit: string;
+      try {
+        const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
+        await git(['read-tree', parent], { cwd: dir, env: idx });
+        await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
+        const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
+        const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
+          .toString()
+          .trim();
+        commit = (
+          await git(
+            [...id, 'commit-tree', tree, '-p', parent, ...(sign === 'true' ? ['-S'] : []), '-m', message],
+            {
+              cwd: dir,
+            },
+          )
+        )
+          .toString()
+          .trim();
+      } finally {
+        await rm(scratch, { recursive: true, force: true });
+      }
+      // Compare-and-swap: a commit made to the branch meanwhile is never overwritten.
+      const cas = await runGit(['update-ref', '-m', `adv: ${message}`, ref, commit, parent], { cwd: dir });
+      if (cas.code !== 0)
+        throw new AdvError(
+          ErrorCode.GitError,
+          `${branch} moved while ${rel} was being edited; nothing was committed`,
+          {
+            hint: 'run the command again',
+          },
+        );
+      await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir });
+      if (worktree !== undefined) {
+        await writeFile(join(dir, rel), worktree);
+        await runGit(['update-index', '-q', '--refresh'], { cwd: dir });
+      }
+      await publish();
+      return (await git(['rev-parse', ref], { cwd: dir })).toString().trim();
+    },
     read: async (rel) => (existsSync(join(dir, rel)) ? readFile(join(dir, rel), 'utf8') : undefined),
     write: async (rel, content) => {
       await mkdir(dirname(join(dir, rel)), { recursive: true });
@@ -94,25 +225,58 @@ export async function openSpecsWorkTree(
           { hint: 'no change needed' },
         );
       await git([...id, 'commit', '--quiet', '-m', message, '--', ...paths], { cwd: dir });
-      if (temp) {
-        for (let attempt = 1; ; attempt++) {
-          const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], {
-            cwd: dir,
-            env,
-          });
-          if (push.code === 0) break;
-          if (attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(push.stderr)) {
-            throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, {
-              hint: 'check that the token may push to the branch',
-            });
-          }
-          await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
-        }
-      }
+      await publish();
       return (await git(['rev-parse', 'HEAD'], { cwd: dir })).toString().trim();
     },
     close: async () => {
       if (temp) await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The spec files of a commit, read with git (`ls-tree`, `cat-file --batch`): the work tree is never read. */
+class CommitSource implements SpecSource {
+  private oids = new Map<string, string>();
+
+  constructor(
+    private readonly dir: string,
+    private readonly commit: string,
+  ) {}
+
+  async list(): Promise<SpecFileRef[]> {
+    const out = (
+      await git(['ls-tree', '-r', '-z', '-l', '--full-tree', this.commit], { cwd: this.dir })
+    ).toString('utf8');
+    const files: SpecFileRef[] = [];
+    for (const entry of out.split('\0')) {
+      const m = /^(100644|100755) blob ([0-9a-f]+) +(\d+)\t(.*)$/s.exec(entry);
+      if (!m) continue; // trees, symlinks, submodules
+      const path = m[4]!;
+      const dirs = path.split('/').slice(0, -1);
+      // As DirectorySource: hidden directories and node_modules are never spec folders.
+      if (!isSpecFile(path) || dirs.some((d) => d.startsWith('.') || d === 'node_modules')) continue;
+      this.oids.set(path, m[2]!);
+      // The size from the tree: the loader refuses a file over its limit without reading it.
+      files.push({ path, key: m[2]!, size: Number(m[3]) });
+    }
+    return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  }
+
+  async readMany(paths: readonly string[]): Promise<Uint8Array[]> {
+    if (!paths.length) return [];
+    const input = paths.map((p) => this.oids.get(p) ?? `${this.commit}:${p}`).join('\n') + '\n';
+    const buf = await git(['cat-file', '--batch'], { cwd: this.dir, input });
+    const out: Uint8Array[] = [];
+    let at = 0;
+    for (const p of paths) {
+      const nl = buf.indexOf(0x0a, at);
+      const header = buf.subarray(at, nl).toString('utf8');
+      const size = Number(/ blob (\d+)$/.exec(header)?.[1] ?? NaN);
+      if (!Number.isInteger(size))
+        throw new AdvError(ErrorCode.GitError, `cannot read ${p} at ${this.commit.slice(0, 10)}: ${header}`);
+      out.push(buf.subarray(nl + 1, nl + 1 + size));
+      at = nl + 1 + size + 1;
+    }
+    return out;
+  }
 }

@@ -1,17 +1,11 @@
 import type { Command } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { relative, resolve } from 'node:path';
-import {
-  AdvError,
-  CROSS_FILE_CODES,
-  ErrorCode,
-  SpecLoader,
-  formatDiagnostic,
-  type Kind,
-} from '../../controller/index.js';
+import { AdvError, CROSS_FILE_CODES, ErrorCode, SpecLoader, type Kind } from '../../controller/index.js';
 import { gitToken, resolveRepo } from '../repo.js';
 import { openSpecsWorkTree, type RepoOpts } from '../specs-writer.js';
-import type { Io } from '../output.js';
+import { printableDiagnostic } from '../format.js';
+import { printable, type Io } from '../output.js';
 
 const DIRS: Record<Kind, string> = { Run: 'runs', DAG: 'dags', Backend: 'backends', Storage: '' };
 
@@ -48,10 +42,12 @@ export function registerApply(program: Command, io: Io): void {
           ),
         ] as { kind: Kind; name: string }[];
         if (errors.length || docs.length === 0) {
-          for (const d of ownDiagnostics) io.stdout.write(formatDiagnostic(d) + '\n');
+          for (const d of ownDiagnostics) io.stdout.write(printableDiagnostic(d) + '\n');
           throw new AdvError(
             ErrorCode.SpecInvalid,
-            errors.length ? `${opts.file} is invalid; nothing was committed` : `${opts.file} holds no spec`,
+            errors.length
+              ? `${printable(opts.file)} is invalid; nothing was committed`
+              : `${printable(opts.file)} holds no spec`,
             { quiet: errors.length > 0 },
           );
         }
@@ -69,10 +65,10 @@ export function registerApply(program: Command, io: Io): void {
         if (mine.length) {
           if (previous === undefined) await wt.remove(target);
           else await wt.write(target, previous);
-          for (const d of mine) io.stdout.write(formatDiagnostic(d) + '\n');
+          for (const d of mine) io.stdout.write(printableDiagnostic(d) + '\n');
           throw new AdvError(
             ErrorCode.SpecInvalid,
-            `${opts.file} does not fit the specs repo; nothing was committed`,
+            `${printable(opts.file)} does not fit the specs repo; nothing was committed`,
             {
               quiet: true,
             },
@@ -80,7 +76,7 @@ export function registerApply(program: Command, io: Io): void {
         }
         const names = docs.map((o) => `${o.kind.toLowerCase()}/${o.name}`).join(', ');
         const sha = await wt.commit([target], `apply ${names}`);
-        io.stdout.write(`${names} applied as ${target} (commit ${sha.slice(0, 10)})\n`);
+        io.stdout.write(`${names} applied as ${printable(target)} (commit ${sha.slice(0, 10)})\n`);
       } finally {
         await wt.close();
       }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { AdvError, ErrorCode } from '../../controller/index.js';
-import type { Io } from '../output.js';
+import { checkName } from '../names.js';
+import { printable, type Io } from '../output.js';
 import { commitSpecEdit } from '../spec-edit.js';
 import type { RepoOpts } from '../specs-writer.js';
 
@@ -19,11 +20,11 @@ export function registerCancel(program: Command, io: Io): void {
     )
     .action((first: string, second: string | undefined, opts: RepoOpts) => {
       if (second !== undefined && !/^(runs?|dags?)$/i.test(first))
-        throw new AdvError(ErrorCode.UsageError, `unknown kind "${first}"`, {
+        throw new AdvError(ErrorCode.UsageError, `unknown kind "${printable(first)}"`, {
           hint: 'use: adv cancel NAME, adv cancel run NAME or adv cancel dag NAME',
         });
       const kind = second !== undefined && /^dags?$/i.test(first) ? 'DAG' : 'Run';
-      const name = second ?? first;
+      const name = checkName(second ?? first, kind === 'DAG' ? 'DAG' : 'run');
       return commitSpecEdit(
         io,
         kind,

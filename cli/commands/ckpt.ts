@@ -4,9 +4,10 @@ import { AdvError, ErrorCode, age } from '../../controller/index.js';
 import { gcCheckpoints, listCheckpoints, restoreLatest } from '../../runtime/checkpoint.js';
 import { progressBar } from '../../runtime/progress.js';
 import { renderTable } from '../format.js';
+import { checkName } from '../names.js';
 import { parseDuration } from '../repo.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
-import type { Io } from '../output.js';
+import { printable, type Io } from '../output.js';
 
 const storeOptions = (c: Command): Command =>
   c
@@ -27,6 +28,7 @@ export function registerCkpt(program: Command, io: Io): void {
     .argument('<run>', 'run name')
     .addHelpText('after', '\nExamples:\n  adv ckpt ls fork-mid-2026-01-21-001')
     .action(async (run: string, opts: StoreOpts) => {
+      checkName(run);
       const store = await openCommandStore(opts, io);
       const infos = await listCheckpoints(store, run);
       if (!infos.length) return void io.stdout.write(`No checkpoints for run ${run} in ${store.url}\n`);
@@ -55,6 +57,7 @@ export function registerCkpt(program: Command, io: Io): void {
       '\nExamples:\n  adv ckpt pull fork-mid-2026-01-21-001 --to ./ckpt   # then load ./ckpt/<step>/ in a notebook',
     )
     .action(async (run: string, opts: StoreOpts & { step?: number; to: string }) => {
+      checkName(run);
       const store = await openCommandStore(opts, io);
       const bar = io.stderr.isTTY ? progressBar(io.stderr as NodeJS.WriteStream) : undefined;
       const r = await restoreLatest(store, run, resolve(io.cwd, opts.to), {
@@ -91,6 +94,7 @@ export function registerCkpt(program: Command, io: Io): void {
         runs: string[],
         opts: StoreOpts & { keepLast: number; keepEvery?: number; grace: string; dryRun?: boolean },
       ) => {
+        runs.forEach((run) => checkName(run));
         const store = await openCommandStore(opts, io);
         const names = runs.length
           ? runs
@@ -106,7 +110,7 @@ export function registerCkpt(program: Command, io: Io): void {
           total += r.deleted.length;
           if (r.deleted.length)
             io.stdout.write(
-              `${run}: ${opts.dryRun ? 'would delete' : 'deleted'} ${r.deleted.length} objects; kept steps ${r.kept.join(', ') || 'none'}\n`,
+              `${printable(run)}: ${opts.dryRun ? 'would delete' : 'deleted'} ${r.deleted.length} objects; kept steps ${r.kept.join(', ') || 'none'}\n`,
             );
         }
         io.stdout.write(`${opts.dryRun ? 'would delete' : 'deleted'} ${total} objects in ${store.url}\n`);

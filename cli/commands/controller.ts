@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { Controller, dashboardRoute, serve } from '../../controller/index.js';
+import { AdvError, Controller, ErrorCode, dashboardRoute, serve } from '../../controller/index.js';
 import { makeLogger } from '../logger.js';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
-import type { Io } from '../output.js';
+import { printable, type Io } from '../output.js';
 
 interface Opts {
   repo?: string;
@@ -22,6 +22,37 @@ interface Opts {
   watch: boolean;
   logLevel: string;
   gitReader: 'native' | 'isomorphic';
+}
+
+/**
+ * `--http HOST:PORT` (also `:PORT`, `PORT`, `[::1]:PORT`) checked before anything starts: a port
+ * outside 0-65535 is a usage error naming the flag, not a RangeError from the socket.
+ */
+function checkHttpAddr(addr: string): string {
+  const port = addr.slice(addr.lastIndexOf(':') + 1);
+  if (/^\d{1,5}$/.test(port) && Number(port) <= 65535 && !/\s/.test(addr)) return addr;
+  throw new AdvError(
+    ErrorCode.UsageError,
+    `--http "${printable(addr)}" is not HOST:PORT with a port in 0-65535`,
+    { hint: 'e.g. --http 127.0.0.1:8080, --http [::1]:8080, or --http :8080 (port 0 picks a free one)' },
+  );
+}
+
+/** Flags that do nothing with `--once` (it reconciles and exits: nothing is served or watched). */
+function refuseWithOnce(opts: Opts): void {
+  if (!opts.once) return;
+  const served =
+    opts.http !== undefined
+      ? '--http'
+      : opts.dashboard
+        ? '--dashboard'
+        : opts.dashboardHost
+          ? '--dashboard-host'
+          : undefined;
+  if (served)
+    throw new AdvError(ErrorCode.UsageError, `${served} cannot be used with --once: --once serves nothing`, {
+      hint: `drop ${served} to reconcile once and exit, or drop --once to keep serving`,
+    });
 }
 
 export function registerController(program: Command, io: Io): void {
@@ -74,6 +105,9 @@ put authentication in front of it. It answers only Host names localhost and IP a
 defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.`,
     )
     .action(async (opts: Opts) => {
+      // The command line first: nothing is opened or started for flags that cannot work.
+      refuseWithOnce(opts);
+      if (opts.http !== undefined) checkHttpAddr(opts.http);
       const repo = await resolveRepo(opts.repo, io.cwd);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
       const logger = makeLogger(io, opts.logLevel);
@@ -117,6 +151,10 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
               ],
             }
           : {}),
+      }).catch(async (e: unknown) => {
+        // The address is taken, say: stop what was started, or the process never exits.
+        await controller.stop();
+        throw e;
       });
       if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
       if (serving.url && opts.dashboard)

@@ -3,7 +3,7 @@ import { Option } from 'commander';
 import { AdvError, ErrorCode, graphOf, type DagStatusDoc } from '../../controller/index.js';
 import { toDot, toMermaid } from '../dag-graph.js';
 import { openStatus } from '../status-reader.js';
-import type { Io } from '../output.js';
+import { printable, type Io } from '../output.js';
 
 /** `adv dag graph NAME`: the DAG with its nodes' phases, as Mermaid or Graphviz DOT. */
 export function registerDag(program: Command, io: Io): void {
@@ -29,7 +29,7 @@ Examples:
       try {
         const doc = r.store.get<DagStatusDoc>('DAG', name);
         if (!doc?.appliedSpec)
-          throw new AdvError(ErrorCode.NotFound, `DAG "${name}" has no status yet`, {
+          throw new AdvError(ErrorCode.NotFound, `DAG "${printable(name)}" has no status yet`, {
             hint: 'adv get dags lists the DAGs the controller has seen; commit the DAG and run the controller',
           });
         const nodes = graphOf(doc.appliedSpec, doc);

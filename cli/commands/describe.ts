@@ -14,7 +14,7 @@ import {
 } from '../../controller/index.js';
 import { renderTable } from '../format.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
-import type { Io } from '../output.js';
+import { printable, safe, type Io } from '../output.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -36,7 +36,7 @@ export function registerDescribe(program: Command, io: Io): void {
       async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
         const isDag = /^dags?$/i.test(kind);
         if (!/^runs?$/i.test(kind) && !isDag)
-          throw new AdvError(ErrorCode.UsageError, `cannot describe "${kind}"`, {
+          throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {
             hint: 'use: adv describe run NAME, or adv describe dag NAME',
           });
         const r = await openStatus(opts, io);
@@ -51,26 +51,27 @@ export function registerDescribe(program: Command, io: Io): void {
           const doc = statusOf<RunStatusDoc>(r, 'Run', name);
           const st = doc.status;
           const out: string[] = [];
-          out.push(`Name:         ${name}`);
+          out.push(safe`Name:         ${name}`);
           if (doc.metadata.labels)
             out.push(
-              `Labels:       ${Object.entries(doc.metadata.labels)
+              safe`Labels:       ${Object.entries(doc.metadata.labels)
                 .map(([k, v]) => `${k}=${v}`)
                 .join(', ')}`,
             );
-          if (st.owner) out.push(`Owner:        ${st.owner}`);
-          out.push(`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
-          if (st.message) out.push(`Message:      ${st.message}`);
+          if (st.owner) out.push(safe`Owner:        ${st.owner}`);
+          out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+          if (st.message) out.push(safe`Message:      ${st.message}`);
           out.push(
-            `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
+            safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
           );
-          if (st.codeCommit) out.push(`Code:         ${st.codeCommit.slice(0, 12)}`);
-          if (st.nextAttemptAfter) out.push(`Next attempt: not before ${st.nextAttemptAfter}`);
+          if (st.codeCommit) out.push(safe`Code:         ${st.codeCommit.slice(0, 12)}`);
+          if (st.nextAttemptAfter) out.push(safe`Next attempt: not before ${st.nextAttemptAfter}`);
           if (st.checkpoint)
             out.push(
-              `Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
+              safe`Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
             );
-          if (st.lastHeartbeat) out.push(`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
+          if (st.lastHeartbeat)
+            out.push(safe`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
 
           out.push(...conditionsSection(st.conditions));
           out.push('', 'Attempts:');
@@ -116,7 +117,7 @@ export function registerDescribe(program: Command, io: Io): void {
           const decisions = st.attempts.filter((a) => a.why);
           if (decisions.length) {
             out.push('', 'Scheduling (why each backend was chosen):');
-            for (const a of decisions) out.push(`  #${a.n}  ${a.why}`);
+            for (const a of decisions) out.push(safe`  #${a.n}  ${a.why}`);
           }
           out.push(...(await history(r, 'run', name)));
           io.stdout.write(out.join('\n') + '\n');
@@ -154,7 +155,7 @@ function duration(s: number): string {
 async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Promise<string[]> {
   const file = `${kind}s/${name}.yaml`;
   const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
-  const out = ['', `History (git log ${r.repo.statusBranch} -- ${file}):`];
+  const out = ['', safe`History (git log ${r.repo.statusBranch} -- ${file}):`];
   for (const c of commits.reverse()) {
     const subject = c.message.split('\n')[0]!;
     const line = subject.startsWith(`${kind}/${name}:`)
@@ -163,7 +164,7 @@ async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Prom
           .split('\n')
           .find((l) => l.startsWith(`- ${kind}/${name}:`))
           ?.slice(2) ?? subject);
-    out.push(`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
+    out.push(safe`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
   }
   return out;
 }
@@ -173,13 +174,13 @@ async function describeDag(r: StatusReader, name: string): Promise<string> {
   const doc = statusOf<DagStatusDoc>(r, 'DAG', name);
   const st = doc.status;
   const out: string[] = [];
-  out.push(`Name:         ${name}`);
-  out.push(`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
-  if (st.message) out.push(`Message:      ${st.message}`);
+  out.push(safe`Name:         ${name}`);
+  out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+  if (st.message) out.push(safe`Message:      ${st.message}`);
   out.push(
-    `Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
+    safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
   );
-  if (doc.appliedSpec) out.push(`Fail fast:    ${doc.appliedSpec.failFast ? 'yes' : 'no'}`);
+  if (doc.appliedSpec) out.push(safe`Fail fast:    ${doc.appliedSpec.failFast ? 'yes' : 'no'}`);
   out.push(...conditionsSection(st.conditions));
   out.push('', 'Nodes:');
   const graph = doc.appliedSpec ? graphOf(doc.appliedSpec, doc) : [];
@@ -210,9 +211,13 @@ async function describeDag(r: StatusReader, name: string): Promise<string> {
 function statusOf<T extends StatusDoc>(r: StatusReader, kind: 'Run' | 'DAG', name: string): T {
   const doc = r.store.get<T>(kind, name);
   if (!doc)
-    throw new AdvError(ErrorCode.NotFound, `${kind === 'DAG' ? 'DAG' : 'run'} "${name}" has no status`, {
-      hint: `adv get ${kind === 'DAG' ? 'dags' : 'runs'} lists what exists`,
-    });
+    throw new AdvError(
+      ErrorCode.NotFound,
+      `${kind === 'DAG' ? 'DAG' : 'run'} "${printable(name)}" has no status`,
+      {
+        hint: `adv get ${kind === 'DAG' ? 'dags' : 'runs'} lists what exists`,
+      },
+    );
   return doc;
 }
 

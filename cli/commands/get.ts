@@ -10,8 +10,9 @@ import {
   type RunStatusDoc,
 } from '../../controller/index.js';
 import { phaseStyle, renderTable } from '../format.js';
-import { colours, type Io } from '../output.js';
+import { colours, printable, type Io } from '../output.js';
 import { parseDuration } from '../repo.js';
+import { parseSelector, selectorMatches } from '../selector.js';
 import { openStatus } from '../status-reader.js';
 
 const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
@@ -23,14 +24,6 @@ const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
   dags: 'dags',
 };
 const STATUS_KIND = { runs: 'Run', backends: 'Backend', dags: 'DAG' } as const;
-
-function selectorMatches(labels: Record<string, string> | undefined, selector: string | undefined): boolean {
-  if (!selector) return true;
-  return selector.split(',').every((term) => {
-    const [k, v] = term.split('=');
-    return v === undefined ? labels?.[k!] !== undefined : labels?.[k!] === v;
-  });
-}
 
 type Kind = 'runs' | 'backends' | 'dags';
 type AnyDoc = RunStatusDoc | DagStatusDoc | BackendStatusDoc;
@@ -144,7 +137,10 @@ export function registerGet(program: Command, io: Io): void {
         .choices(['table', 'wide', 'yaml', 'json', 'name'])
         .default('table'),
     )
-    .option('-l, --selector <key=value,...>', 'only objects with these labels')
+    .option(
+      '-l, --selector <key=value,...>',
+      'only objects with these labels: key=value, key!=value, key, !key, separated by commas',
+    )
     .addOption(
       new Option('--sort-by <field>', 'order of the rows').choices(['name', 'age', 'phase']).default('name'),
     )
@@ -178,22 +174,27 @@ Examples:
       ) => {
         const kind = KINDS[kindArg.toLowerCase()];
         if (!kind)
-          throw new AdvError(ErrorCode.UsageError, `unknown kind "${kindArg}"`, {
+          throw new AdvError(ErrorCode.UsageError, `unknown kind "${printable(kindArg)}"`, {
             hint: 'use runs, dags or backends',
           });
         if (opts.watch && (opts.output === 'json' || opts.output === 'yaml'))
           throw new AdvError(ErrorCode.UsageError, '--watch prints tables or names', {
             hint: 'use -o table, -o wide or -o name with --watch',
           });
+        const requirements = parseSelector(opts.selector ?? '');
         const r = await openStatus(opts, io);
         const statusKind = STATUS_KIND[kind];
         const select = (): AnyDoc[] => {
           let names = r.store.names(statusKind);
           if (name) {
             if (!names.includes(name))
-              throw new AdvError(ErrorCode.NotFound, `${kindArg} "${name}" has no status`, {
-                hint: `adv get ${kind} lists what exists`,
-              });
+              throw new AdvError(
+                ErrorCode.NotFound,
+                `${printable(kindArg)} "${printable(name)}" has no status`,
+                {
+                  hint: `adv get ${kind} lists what exists`,
+                },
+              );
             names = [name];
           }
           return names
@@ -201,7 +202,7 @@ Examples:
             .filter(
               (d) =>
                 kind === 'backends' ||
-                selectorMatches((d as RunStatusDoc | DagStatusDoc).metadata.labels, opts.selector),
+                selectorMatches((d as RunStatusDoc | DagStatusDoc).metadata.labels, requirements),
             )
             .sort(SORTS[opts.sortBy]);
         };
@@ -214,11 +215,12 @@ Examples:
           if (opts.output === 'yaml')
             return void io.stdout.write(docs.map((d) => stringify(d)).join('---\n'));
           const singular = kind.slice(0, -1);
+          // One name a line, made printable: a name with a newline cannot add a line.
+          const nameLine = (n: string) => `${singular}/${printable(n)}\n`;
           if (opts.output === 'name' && !opts.watch)
-            return void io.stdout.write(docs.map((d) => `${singular}/${d.metadata.name}\n`).join(''));
+            return void io.stdout.write(docs.map((d) => nameLine(d.metadata.name)).join(''));
           const { headers, rows } = tableOf(kind, docs, opts.output === 'wide');
-          if (opts.output === 'name')
-            io.stdout.write(docs.map((d) => `${singular}/${d.metadata.name}\n`).join(''));
+          if (opts.output === 'name') io.stdout.write(docs.map((d) => nameLine(d.metadata.name)).join(''));
           else
             io.stdout.write(
               rows.length
@@ -229,11 +231,11 @@ Examples:
 
           // Watch: when the status branch moves, print the objects whose row changed (kubectl -w).
           const widths = headers.map((h, i) =>
-            Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)),
+            Math.max(h.length, ...rows.map((row) => printable(row[i] ?? '').length)),
           );
           const line = (cells: string[]) =>
             cells
-              .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+              .map((c, i) => (i === cells.length - 1 ? printable(c) : printable(c).padEnd(widths[i] ?? 0)))
               .join('   ')
               .trimEnd();
           const seen = new Map(
@@ -258,7 +260,7 @@ Examples:
                 const key = row.filter((_, i) => t.headers[i] !== 'AGE').join('\u0000');
                 if (seen.get(row[0]!) === key) continue;
                 seen.set(row[0]!, key);
-                io.stdout.write(opts.output === 'name' ? `${singular}/${row[0]}\n` : line(row) + '\n');
+                io.stdout.write(opts.output === 'name' ? nameLine(row[0]!) : line(row) + '\n');
               }
             }
           } finally {

@@ -1,32 +1,53 @@
 import type { Command } from 'commander';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import { attemptPrefix } from '../../runtime/checkpoint.js';
+import { checkName } from '../names.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
-import type { Io } from '../output.js';
+import { printable, type Io } from '../output.js';
+
+/** `--attempt N`: a whole number from 1. */
+function attemptNumber(v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < 1)
+    throw new AdvError(ErrorCode.UsageError, `--attempt takes a whole number from 1, not "${printable(v)}"`, {
+      hint: 'adv describe run NAME lists the attempts',
+    });
+  return n;
+}
 
 export function registerLogs(program: Command, io: Io): void {
   program
     .command('logs')
     .description("Print a run's output from the object store — the same on every backend")
     .argument('<run>', 'run name')
-    .option('--attempt <n>', 'which attempt (default: the latest)', (v) => parseInt(v, 10))
+    .option('--attempt <n>', 'which attempt (default: the latest)', attemptNumber)
     .option('-f, --follow', 'keep printing new output until the attempt ends')
     .option('--store <url>', 'object store (default: $ADV_STORE, else the Storage spec of the repo)')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--data-dir <dir>', "the controller's data dir (where a file store's relative path starts)")
     .addHelpText('after', '\nExamples:\n  adv logs hello\n  adv logs fork-mid-2026-01-21-001 -f --attempt 2')
     .action(async (run: string, opts: StoreOpts & { attempt?: number; follow?: boolean }) => {
+      checkName(run);
       const store = await openCommandStore(opts, io);
-      let attempt = opts.attempt;
-      if (attempt === undefined) {
-        const folders = await store.listFolders(`runs/${run}/attempts/`);
-        const ns = folders.map((f) => Number(f.split('/').at(-2))).filter(Number.isInteger);
-        if (!ns.length)
-          throw new AdvError(ErrorCode.NotFound, `no logs for run ${run} in ${store.url}`, {
-            hint: 'adv get runs shows which runs have started',
-          });
-        attempt = Math.max(...ns);
-      }
+      const folders = await store.listFolders(`runs/${run}/attempts/`);
+      const ns = folders
+        .map((f) => Number(f.split('/').at(-2)))
+        .filter(Number.isInteger)
+        .sort((a, b) => a - b);
+      if (!ns.length)
+        throw new AdvError(ErrorCode.NotFound, `no logs for run ${run} in ${store.url}`, {
+          hint: 'adv get runs shows which runs have started',
+        });
+      // An attempt the store has nothing of is not "no output yet": say which attempts there are.
+      if (opts.attempt !== undefined && !ns.includes(opts.attempt))
+        throw new AdvError(
+          ErrorCode.NotFound,
+          `run ${run} has no attempt ${opts.attempt} in ${store.url} (attempts: ${ns.join(', ')})`,
+          {
+            hint: `pass one of those (adv logs ${run} --attempt ${ns.at(-1)}); adv describe run ${run} lists every attempt`,
+          },
+        );
+      const attempt = opts.attempt ?? ns.at(-1)!;
       const prefix = `${attemptPrefix(run, attempt)}logs/`;
       const printed = new Set<string>();
       for (;;) {

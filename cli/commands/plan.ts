@@ -24,7 +24,7 @@ import {
   type Storage,
 } from '../../controller/index.js';
 import { ExitCode } from '../exit.js';
-import { colours, type Io } from '../output.js';
+import { colours, printable, safe, type Io } from '../output.js';
 import { resolveRepo } from '../repo.js';
 import { cacheDirFor } from '../status-reader.js';
 
@@ -190,8 +190,9 @@ function detail(x: RunPlanItem): string {
   }
 }
 
+/** The plan for a terminal: every name, path and message from the specs is made printable. */
 export function renderText(r: PlanReport, base: string, head: string, c: ReturnType<typeof colours>): string {
-  const out = [`Plan: ${head} (${r.head.slice(0, 10)}) merged into ${base} (${r.base.slice(0, 10)})`, ''];
+  const out = [safe`Plan: ${head} (${r.head.slice(0, 10)}) merged into ${base} (${r.base.slice(0, 10)})`, ''];
   const colour = (x: RunPlanItem) =>
     x.change === 'start'
       ? c.green
@@ -202,46 +203,53 @@ export function renderText(r: PlanReport, base: string, head: string, c: ReturnT
           : c.yellow;
   if (r.runs.length) {
     out.push('Runs:');
-    const w = Math.max(...r.runs.map((x) => x.run.length));
+    const w = Math.max(...r.runs.map((x) => printable(x.run).length));
     for (const x of r.runs)
       out.push(
-        colour(x)(`  ${SIGN[x.change]} ${x.change.padEnd(7)} ${x.run.padEnd(w)}  ${detail(x)}`) +
-          c.dim(`  (${x.file}${x.owner ? `, dag/${x.owner}` : ''})`),
+        colour(x)(
+          `  ${SIGN[x.change]} ${x.change.padEnd(7)} ${printable(x.run).padEnd(w)}  ${printable(detail(x))}`,
+        ) + c.dim(safe`  (${x.file}${x.owner ? `, dag/${x.owner}` : ''})`),
       );
   } else out.push('No run changes.');
   if (r.dags.length) {
     out.push('', 'DAGs:');
-    for (const d of r.dags) out.push(`  ${d.change.padEnd(7)} ${d.summary}  ${c.dim(`(${d.file})`)}`);
+    for (const d of r.dags)
+      out.push(`  ${d.change.padEnd(7)} ${printable(d.summary)}  ${c.dim(safe`(${d.file})`)}`);
   }
   if (r.errors.length) {
     out.push('', c.red('Errors (the controller would not act on these files):'));
-    for (const e of r.errors) out.push(c.red(`  ${e.file}:${e.line}:${e.column}: ${e.message}`));
+    for (const e of r.errors) out.push(c.red(safe`  ${e.file}:${e.line}:${e.column}: ${e.message}`));
   }
   out.push('', `Plan: ${counts(r)}.`);
   return out.join('\n') + '\n';
 }
 
-const md = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+/** A table cell or list item: one printable line, pipes escaped. */
+const md = (s: string) => printable(s.replace(/\n/g, ' ')).replace(/\|/g, '\\|');
+/** Inline code: printable, and no backtick to end it early. */
+const code = (s: string) => '`' + printable(s.replace(/\n/g, ' ')).replace(/`/g, "'") + '`';
+/** In a table, a pipe ends the cell even inside inline code. */
+const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 export function renderMarkdown(r: PlanReport, base: string, head: string): string {
   const out = [
     `### AdventureTime plan`,
     '',
-    `\`${head}\` (${r.head.slice(0, 10)}) merged into \`${base}\` (${r.base.slice(0, 10)}): **${counts(r)}**.`,
+    `${code(head)} (${r.head.slice(0, 10)}) merged into ${code(base)} (${r.base.slice(0, 10)}): **${counts(r)}**.`,
     '',
   ];
   if (r.runs.length) {
     out.push('| | run | change | details | file |', '|---|---|---|---|---|');
     for (const x of r.runs)
       out.push(
-        `| ${SIGN[x.change]} | \`${x.run}\`${x.owner ? ` (dag/${x.owner})` : ''} | ${x.change} | ${md(detail(x))} | \`${x.file}\` |`,
+        `| ${SIGN[x.change]} | ${cell(code(x.run))}${x.owner ? ` (dag/${md(x.owner)})` : ''} | ${x.change} | ${md(detail(x))} | ${cell(code(x.file))} |`,
       );
     const patched = r.runs.filter((x) => x.patch.length);
     if (patched.length) {
       out.push('', '<details><summary>Spec changes (JSON Patch)</summary>', '');
       for (const x of patched)
         out.push(
-          `\`${x.run}\`${x.immutable.length ? ' — immutable: ' + x.immutable.map((p) => `\`${p}\``).join(', ') : ''}`,
+          `${code(x.run)}${x.immutable.length ? ' — immutable: ' + x.immutable.map(code).join(', ') : ''}`,
           '',
           '```json',
           JSON.stringify(x.patch, null, 2),
@@ -253,11 +261,11 @@ export function renderMarkdown(r: PlanReport, base: string, head: string): strin
   } else out.push('No run changes.');
   if (r.dags.length) {
     out.push('', '**DAGs**', '');
-    for (const d of r.dags) out.push(`- ${d.change}: ${md(d.summary)} (\`${d.file}\`)`);
+    for (const d of r.dags) out.push(`- ${d.change}: ${md(d.summary)} (${code(d.file)})`);
   }
   if (r.errors.length) {
     out.push('', '**Errors** — the controller would not act on these files:', '');
-    for (const e of r.errors) out.push(`- \`${e.file}:${e.line}:${e.column}\` ${md(e.message)}`);
+    for (const e of r.errors) out.push(`- ${code(`${e.file}:${e.line}:${e.column}`)} ${md(e.message)}`);
   }
   return out.join('\n') + '\n';
 }

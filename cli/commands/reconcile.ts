@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { AdvError, ErrorCode, RECONCILE_ANNOTATION } from '../../controller/index.js';
-import type { Io } from '../output.js';
+import { checkName } from '../names.js';
+import { printable, type Io } from '../output.js';
 import { defaultDataDir, resolveRepo } from '../repo.js';
 import { commitSpecEdit } from '../spec-edit.js';
 import type { RepoOpts } from '../specs-writer.js';
@@ -21,9 +22,10 @@ export function registerReconcile(program: Command, io: Io): void {
     .option('--data-dir <dir>', "the controller's data dir, to find a running controller")
     .action(async (kind: string, name: string, opts: RepoOpts & { dataDir?: string }) => {
       if (!/^runs?$/i.test(kind))
-        throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${kind}"`, {
+        throw new AdvError(ErrorCode.UsageError, `cannot reconcile "${printable(kind)}"`, {
           hint: 'use: adv reconcile run NAME',
         });
+      checkName(name);
       const repo = await resolveRepo(opts.repo, io.cwd);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
       const info = await readFile(`${dataDir}/controller.json`, 'utf8')

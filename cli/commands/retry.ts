@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { RETRY_ANNOTATION } from '../../controller/index.js';
+import { checkName } from '../names.js';
 import type { Io } from '../output.js';
 import { commitSpecEdit } from '../spec-edit.js';
 import type { RepoOpts } from '../specs-writer.js';
@@ -22,7 +23,7 @@ export function registerRetry(program: Command, io: Io): void {
       commitSpecEdit(
         io,
         'Run',
-        name,
+        checkName(name),
         opts,
         (set) => set(['metadata', 'annotations', RETRY_ANNOTATION], new Date().toISOString()),
         `retry run/${name}`,

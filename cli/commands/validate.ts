@@ -1,8 +1,40 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
+import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { DirectorySource, formatDiagnostic, loadSpecs, AdvError, ErrorCode } from '../../controller/index.js';
-import { colours, type Io } from '../output.js';
+import {
+  CROSS_FILE_CODES,
+  DirectorySource,
+  loadSpecs,
+  AdvError,
+  ErrorCode,
+  type Diagnostic,
+  type LoadResult,
+} from '../../controller/index.js';
+import { printableDiagnostic } from '../format.js';
+import { colours, printable, type Io } from '../output.js';
+
+/** What validation found: every diagnostic, and the objects that passed. */
+interface Checked {
+  fileCount: number;
+  diagnostics: Diagnostic[];
+  objects: { kind: string; name: string; file: string; line: number }[];
+}
+
+/**
+ * One file checked alone: the rules that need the rest of the repo (a backend defined elsewhere,
+ * a name used elsewhere, a second Storage) can neither pass nor fail, so they are not reported,
+ * and a document only they held back counts as valid — as `adv apply` checks a file first.
+ */
+function checked(result: LoadResult, oneFile: boolean): Checked {
+  const objects = result.objects.map((o) => ({ kind: o.kind, name: o.name, file: o.file, line: o.line }));
+  if (!oneFile) return { fileCount: result.fileCount, diagnostics: result.diagnostics, objects };
+  const own = (d: Diagnostic) => !CROSS_FILE_CODES.has(d.code);
+  for (const d of result.invalid)
+    if (d.kind && d.name && !d.diagnostics.some(own))
+      objects.push({ kind: d.kind, name: d.name, file: d.file, line: d.line });
+  return { fileCount: result.fileCount, diagnostics: result.diagnostics.filter(own), objects };
+}
 
 export function registerValidate(program: Command, io: Io): void {
   program
@@ -18,7 +50,8 @@ export function registerValidate(program: Command, io: Io): void {
       `
 Examples:
   adv validate specs/            # every *.yaml under specs/
-  adv validate runs/train.yaml   # one file (cross-file references are not checked)
+  adv validate runs/train.yaml   # one file: the cross-file rules (backends defined elsewhere,
+                                 # names unique across the repo, one Storage) are not checked
   adv validate -o json . | jq '.diagnostics[] | .message'
 
 Exit codes: 0 valid, 1 invalid, 3 path not found.`,
@@ -34,7 +67,8 @@ Exit codes: 0 valid, 1 invalid, 3 path not found.`,
           ...(opts.maxDocuments ? { maxDocuments: opts.maxDocuments } : {}),
           ...(opts.maxAliasCount ? { maxAliasCount: opts.maxAliasCount } : {}),
         };
-        const result = await loadSpecs(new DirectorySource(root), { limits });
+        const loaded = await loadSpecs(new DirectorySource(root), { limits });
+        const result = checked(loaded, (await stat(root)).isFile());
         const errors = result.diagnostics.filter((d) => d.severity === 'error');
         if (opts.output === 'json') {
           io.stdout.write(
@@ -42,12 +76,7 @@ Exit codes: 0 valid, 1 invalid, 3 path not found.`,
               {
                 valid: errors.length === 0,
                 files: result.fileCount,
-                objects: result.objects.map((o) => ({
-                  kind: o.kind,
-                  name: o.name,
-                  file: o.file,
-                  line: o.line,
-                })),
+                objects: result.objects,
                 diagnostics: result.diagnostics,
               },
               null,
@@ -57,7 +86,7 @@ Exit codes: 0 valid, 1 invalid, 3 path not found.`,
         } else {
           const c = colours(io.stdout, io.env);
           for (const d of result.diagnostics) {
-            const text = formatDiagnostic(d);
+            const text = printableDiagnostic(d);
             io.stdout.write(
               (d.severity === 'error'
                 ? c.red(text.split('\n')[0]!) +
@@ -69,10 +98,12 @@ Exit codes: 0 valid, 1 invalid, 3 path not found.`,
           io.stdout.write((errors.length ? c.red(summary) : c.green(summary)) + '\n');
         }
         if (result.fileCount === 0 && opts.output !== 'json') {
-          io.stderr.write(`warning: no *.yaml or *.yml files under ${root}\n`);
+          io.stderr.write(`warning: no *.yaml or *.yml files under ${printable(root)}\n`);
         }
         if (errors.length > 0)
-          throw new AdvError(ErrorCode.SpecInvalid, `${errors.length} error(s) in ${root}`, { quiet: true });
+          throw new AdvError(ErrorCode.SpecInvalid, `${errors.length} error(s) in ${printable(root)}`, {
+            quiet: true,
+          });
       },
     );
 }

@@ -1,0 +1,26 @@
+/**
+ * Names typed on the command line, checked before they reach a path, a store key or a message:
+ * the same rule the spec schema has for `metadata.name` (a DNS-1123 subdomain), so `../x` is a
+ * usage error, never an object key that escapes its folder.
+ */
+import { AdvError, ErrorCode } from '../controller/index.js';
+import { printable } from './output.js';
+
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Longest name of each kind (the schema's `metadata.name` maxLength). */
+const MAX = { run: 63, DAG: 253 } as const;
+
+/** Returns `name` if it can name a run (or DAG); otherwise a usage error that says what a name is. */
+export function checkName(name: string, what: keyof typeof MAX = 'run'): string {
+  if (name.length <= MAX[what] && DNS1123_SUBDOMAIN.test(name)) return name;
+  throw new AdvError(
+    ErrorCode.UsageError,
+    `"${printable(name)}" is not a valid ${what} name: ${
+      name.length > MAX[what]
+        ? `it has ${name.length} characters, at most ${MAX[what]} are allowed`
+        : "a name is a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+    }`,
+    { hint: `adv get ${what === 'run' ? 'runs' : 'dags'} lists the names that exist` },
+  );
+}
