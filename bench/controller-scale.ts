@@ -10,7 +10,7 @@
  * The runs are suspended, so nothing is executed: this measures the controller, not the jobs.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -62,6 +62,14 @@ async function baseline(gitdir: string): Promise<{ ms: number; docs: number }> {
 }
 
 /** In a fresh process: a controller with the repo loaded and a first pass done; its RSS. */
+/** A fresh copy of a data dir (its caches and controller id), beside it. */
+async function copyOf(dataDir: string): Promise<string> {
+  const copy = `${dataDir}-copy`;
+  await rm(copy, { recursive: true, force: true });
+  await cp(dataDir, copy, { recursive: true });
+  return copy;
+}
+
 async function memory(repo: string, dataDir: string): Promise<void> {
   const c = await Controller.create({ repo, dataDir, resyncIntervalMs: 3_600_000 });
   await c.init();
@@ -123,8 +131,10 @@ async function main(): Promise<void> {
     }
     const warm: number[] = [];
     for (let r = 0; r < 3; r++) {
+      // A copy of the data dir: the running controller holds the original's lock.
+      const copy = await copyOf(dataDir);
       const t0 = performance.now();
-      const w = await Controller.create({ repo, dataDir, resyncIntervalMs: 3_600_000 });
+      const w = await Controller.create({ repo, dataDir: copy, resyncIntervalMs: 3_600_000 });
       await w.init();
       await w.syncDesired();
       warm.push(performance.now() - t0);
@@ -151,10 +161,11 @@ async function main(): Promise<void> {
 
     // A restart with N status files on the branch: with the persisted caches, and without.
     const restart = async (dropCaches: boolean) => {
+      const copy = await copyOf(dataDir);
       if (dropCaches)
-        for (const f of ['spec-cache.json', 'status-cache.json']) await rm(join(dataDir, f), { force: true });
+        for (const f of ['spec-cache.json', 'status-cache.json']) await rm(join(copy, f), { force: true });
       const t = performance.now();
-      const r = await Controller.create({ repo, dataDir, resyncIntervalMs: 3_600_000 });
+      const r = await Controller.create({ repo, dataDir: copy, resyncIntervalMs: 3_600_000 });
       await r.init();
       await r.syncDesired();
       const ms = performance.now() - t;

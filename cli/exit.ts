@@ -18,6 +18,10 @@ export const ExitCode = {
   Remote: 4,
   /** Gave up waiting (`adv controller --once --timeout`). */
   Timeout: 5,
+  /** Something is in use by another process (a controller already runs on the data dir). */
+  Busy: 6,
+  /** The local file system refused (a data dir that cannot be written). */
+  Io: 7,
   /** A bug: an error without a code. */
   Internal: 70,
 } as const;
@@ -30,6 +34,8 @@ const byCode: Record<string, number> = {
   [ErrorCode.PushRejected]: ExitCode.Remote,
   [ErrorCode.BackendError]: ExitCode.Remote,
   [ErrorCode.Waiting]: ExitCode.Timeout,
+  [ErrorCode.Conflict]: ExitCode.Busy,
+  [ErrorCode.IoError]: ExitCode.Io,
 };
 
 /**

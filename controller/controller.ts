@@ -11,19 +11,18 @@
  *
  * One pass reads top to bottom in `pass()`: fetch, load, observe, plan, write-ahead, execute, write.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { defaultSshTransport, gitCodeExporter } from './backends/code.js';
 import { BACKENDS } from './backends/registry.js';
 import type { ObservedJob } from './backends/types.js';
-import { AdvError, ErrorCode } from './errors.js';
 import { SpecsRepo } from './git/specs-repo.js';
 import { BackendAdapters } from './loop/adapters.js';
 import { DesiredState, dagKey, runKey, splitKey } from './loop/desired-state.js';
 import { Executor } from './loop/executor.js';
 import { BackendView } from './loop/backend-view.js';
-import { loadControllerId } from './loop/controller-id.js';
+import { loadControllerId, writeRuntimeInfo } from './loop/controller-id.js';
 import { JobInputs } from './loop/job-inputs.js';
 import { errText, liveAttempts, Observer, type Observation } from './loop/observer.js';
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
@@ -32,6 +31,8 @@ import { requeue } from './loop/requeue.js';
 import { Sleeper } from './loop/sleeper.js';
 import { RepoSync } from './loop/repo-sync.js';
 import { StatusView } from './loop/status-view.js';
+import { withDataDirLock, type DataDirLock } from './loop/data-dir-lock.js';
+import { Leadership } from './loop/leadership.js';
 import { stageSourceStatus } from './loop/source-status.js';
 import type { ControllerOptions, PassStats } from './loop/options.js';
 import { ControllerMetrics } from './metrics.js';
@@ -40,13 +41,16 @@ import { resolveCodeRefs } from './reconcile/desired.js';
 import { WorkQueue } from './reconcile/queue.js';
 import type { PlanContext, RunAction } from './reconcile/run-plan.js';
 import { StatusWriter } from './status/writer.js';
-import { isIdle } from './loop/idle.js';
+import { isIdle, onceTimedOut } from './loop/idle.js';
 import type { RunStatusDoc } from './status/types.js';
 
 export type { ControllerOptions, PassStats } from './loop/options.js';
 
+const DEFAULT_IDENTITY = { name: 'AdventureTime', email: 'controller@adventuretime.dev' };
+
 export class Controller {
   readonly queue: WorkQueue;
+  readonly dataDir: string;
   readonly logger: Logger;
   readonly metrics: ControllerMetrics;
   /** Read-only status for the dashboard. */
@@ -71,26 +75,28 @@ export class Controller {
   private fetchRequested = true;
   private readonly sleeper = new Sleeper();
   private stopped = false;
+  /** Whether this controller may write the status branch (the lease), or stands by. */
+  private readonly leadership: Leadership;
 
   private constructor(
     readonly repo: SpecsRepo,
     private readonly opts: ControllerOptions,
+    private readonly lock: DataDirLock,
   ) {
+    this.dataDir = opts.dataDir;
     this.now = opts.now ?? Date.now;
     this.logger = opts.logger ?? pino({ level: 'silent' });
     this.inputs = new JobInputs(opts.secretEnv ?? process.env, opts.dataDir, this.logger);
     this.queue = new WorkQueue({ now: this.now });
-    this.metrics = new ControllerMetrics(() => this.metricsSnapshot(), {
+    // The gauges are counted when /metrics is scraped, not every pass.
+    const gauges = () =>
+      metricsSnapshot(this.status, liveAttempts(this.status), this.queue.length, this.now());
+    this.metrics = new ControllerMetrics(gauges, {
       processMetrics: opts.processMetrics ?? false,
     });
     const descriptors = opts.backends ?? BACKENDS;
     this.desired = new DesiredState(repo.git, { ...opts, descriptors, logger: this.logger });
-    this.status = new StatusWriter(
-      repo.git,
-      repo.statusRef,
-      opts.identity ?? { name: 'AdventureTime', email: 'controller@adventuretime.dev' },
-      this.now,
-    );
+    this.status = new StatusWriter(repo.git, repo.statusRef, opts.identity ?? DEFAULT_IDENTITY, this.now);
     const { logger, metrics, now } = this;
     const onReload = () => this.status.names('Run').forEach((n) => this.queue.add(runKey(n)));
     this.sync = new RepoSync(repo, this.status, {
@@ -109,6 +115,11 @@ export class Controller {
       logger,
     );
     this.observer = new Observer(this.adapters, logger, now);
+    this.leadership = new Leadership(repo, this.sync, {
+      durationMs: opts.leaseDurationMs ?? 30_000,
+      author: opts.identity ?? DEFAULT_IDENTITY,
+      logger,
+    });
     this.view = new StatusView(this.status, repo.git, () => this.inputs.objects);
     this.backendView = new BackendView(this.adapters, this.observer, this.status);
     this.executor = new Executor({
@@ -127,16 +138,16 @@ export class Controller {
   static async create(opts: ControllerOptions): Promise<Controller> {
     const dataDir = resolve(opts.dataDir);
     await mkdir(dataDir, { recursive: true });
-    return new Controller(await SpecsRepo.open({ ...opts, dataDir }), { ...opts, dataDir });
-  }
-
-  get dataDir(): string {
-    return this.opts.dataDir;
+    // One controller per data dir (its id, its local job dirs): the second refuses to start.
+    return withDataDirLock(dataDir, opts.lockWaitMs, async (lock) => {
+      return new Controller(await SpecsRepo.open({ ...opts, dataDir }), { ...opts, dataDir }, lock);
+    });
   }
 
   /** Loads the status branch; call once before the first pass. */
   async init(): Promise<void> {
     this.controllerId = await loadControllerId(this.opts.dataDir);
+    this.leadership.start(this.controllerId);
     await this.desired.restoreCache();
     await this.fetch('start');
     await this.sync.load();
@@ -149,7 +160,7 @@ export class Controller {
   async pass(): Promise<PassStats> {
     const stats: PassStats = {
       ms: { fetch: 0, load: 0, observe: 0, plan: 0, write: 0, execute: 0 },
-      ...{ planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false },
+      ...{ planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false, leader: false },
     };
     let mark = performance.now();
     const lap = (step: keyof PassStats['ms']) => {
@@ -159,7 +170,12 @@ export class Controller {
     const now = this.now();
     if (this.fetchRequested || now >= this.nextFetchAt) await this.fetch('pass');
     lap('fetch');
-    await this.sync.reloadIfMoved();
+    const lead = await this.leadership.lead();
+    if (lead.acquired) this.nextResyncAt = 0; // a new holder looks at everything again
+    stats.leader = lead.held;
+    await this.sync.reloadIfMoved({ followRemote: !stats.leader });
+    // Standing by: status is read (dashboard, metrics), nothing is planned, written or submitted.
+    if (!stats.leader) return stats;
     stats.loadedSpecs = await this.syncDesired();
     lap('load');
     if (!this.desired.head) return stats;
@@ -173,7 +189,10 @@ export class Controller {
     stats.commits += await this.sync.commit(this.desired.head);
     stats.published = await this.sync.publish();
     lap('write');
-    const runnable = actions.filter((a) => a.type === 'cancel' || stats.published);
+    // The lease may have lapsed while planning (a long pause): then act on nothing planned.
+    const runnable = this.leadership.held
+      ? actions.filter((a) => a.type === 'cancel' || stats.published)
+      : [];
     if (runnable.length < actions.length)
       this.logger.warn(
         { held: actions.length - runnable.length },
@@ -261,7 +280,15 @@ export class Controller {
   }
 
   private async passScope(observation: Observation): Promise<PassScope> {
-    const planContext = await this.planContext();
+    const specs = [...this.desired.runs.values()].map((r) => r.spec);
+    const planContext: PlanContext = {
+      now: this.now(),
+      specCommit: this.desired.head!,
+      backends: this.backendView.infos(liveAttempts(this.status)),
+      codeRefs: await resolveCodeRefs(this.repo.git, specs, this.repo.mode === 'remote'),
+      controllerId: this.controllerId,
+      missingSecrets: (names) => this.inputs.missingSecrets(names),
+    };
     return {
       desired: this.desired,
       status: this.status,
@@ -280,35 +307,19 @@ export class Controller {
     };
   }
 
-  private async planContext(): Promise<PlanContext> {
-    const specs = [...this.desired.runs.values()].map((r) => r.spec);
-    return {
-      now: this.now(),
-      specCommit: this.desired.head!,
-      backends: this.backendView.infos(liveAttempts(this.status)),
-      codeRefs: await resolveCodeRefs(this.repo.git, specs, this.repo.mode === 'remote'),
-      controllerId: this.controllerId,
-      missingSecrets: (names) => this.inputs.missingSecrets(names),
-    };
-  }
-
   /** Runs passes until no run is in flight (every run terminal or stalled), or the timeout. */
   async runUntilIdle(opts: { timeoutMs?: number } = {}): Promise<void> {
     await this.init();
     const timeoutMs = opts.timeoutMs ?? 10 * 60_000;
     const deadline = this.now() + timeoutMs;
     for (;;) {
-      await this.pass();
+      const { leader } = await this.pass();
       // Nothing known to reconcile: say why instead of finishing "successfully" having done nothing.
-      if (!this.desired.head) throw this.sync.noSpecsError();
-      if (this.idle()) return;
-      if (this.now() > deadline)
-        throw new AdvError(
-          ErrorCode.Waiting,
-          `timed out after ${Math.round(timeoutMs / 1000)}s with runs still in flight`,
-          { hint: 'adv get runs shows which; raise --timeout, or run the controller without --once' },
-        );
-      await this.sleeper.sleep(Math.min(this.opts.pollIntervalMs ?? 2000, 250));
+      if (leader && !this.desired.head) throw this.sync.noSpecsError();
+      if (leader && this.idle()) return;
+      if (this.now() > deadline) throw onceTimedOut(timeoutMs, leader, this.leadership.branch);
+      const wait = leader ? 250 : this.leadership.dueInMs();
+      await this.sleeper.sleep(Math.max(20, Math.min(this.opts.pollIntervalMs ?? 2000, wait)));
     }
   }
 
@@ -317,8 +328,8 @@ export class Controller {
     await this.init();
     while (!this.stopped) {
       try {
-        await this.pass();
-        if (!this.desired.head && !this.warnedNoSpecs) {
+        const { leader } = await this.pass();
+        if (leader && !this.desired.head && !this.warnedNoSpecs) {
           this.warnedNoSpecs = true;
           this.logger.error({ err: this.sync.noSpecsError().message }, 'nothing to reconcile yet');
         }
@@ -330,13 +341,11 @@ export class Controller {
       await this.sync.saveCacheIfOlder(5 * 60_000);
       // A hint that arrived during the pass (webhook, ref change) is acted on now, not after the sleep.
       if (this.fetchRequested) continue;
-      const next = Math.min(
-        this.nextFetchAt,
-        this.nextPollAt,
-        this.queue.nextDueAt() ?? Infinity,
-        this.nextResyncAt,
-      );
-      await this.sleeper.sleep(Math.max(20, next - this.now()));
+      // Standing by, only the fetch and the lease have anything to do.
+      const due = [this.nextFetchAt, this.now() + this.leadership.dueInMs()];
+      if (this.leadership.held)
+        due.push(this.nextPollAt, this.queue.nextDueAt() ?? Infinity, this.nextResyncAt);
+      await this.sleeper.sleep(Math.max(20, Math.min(...due) - this.now()));
     }
   }
 
@@ -345,8 +354,15 @@ export class Controller {
     this.stopped = true;
     this.sleeper.wake();
     if (this.controllerId) await this.sync.saveCache();
+    await this.leadership.stop();
     await this.adapters.close();
     await this.repo.close();
+    this.lock.release();
+  }
+
+  /** Whether this controller holds the status branch lease (acts), or stands by. */
+  isLeader(): boolean {
+    return this.leadership.held;
   }
 
   /** True when nothing can change without an outside event. */
@@ -373,20 +389,12 @@ export class Controller {
   }
 
   /** Records where a running controller can be reached, for `adv reconcile`. */
-  async writeRuntimeInfo(info: Record<string, unknown>): Promise<void> {
-    await writeFile(
-      join(this.opts.dataDir, 'controller.json'),
-      JSON.stringify({ pid: process.pid, ...info }, null, 2),
-    );
+  writeRuntimeInfo(info: Record<string, unknown>): Promise<void> {
+    return writeRuntimeInfo(this.opts.dataDir, info);
   }
 
   /** A run's status as last loaded or written (tests, embedded use; the dashboard reads `view`). */
   runStatus(name: string): RunStatusDoc | undefined {
     return this.view.runStatus(name);
-  }
-
-  /** What the gauges show, counted when /metrics is scraped (not every pass). */
-  private metricsSnapshot() {
-    return metricsSnapshot(this.status, liveAttempts(this.status), this.queue.length, this.now());
   }
 }

@@ -318,7 +318,9 @@ describe('crash safety (exactly-once submission)', () => {
         (await statusAt(join(wt.dir, '.git'), 'adventuretime/status', 'a'))?.status.attempts[0]?.phase ===
         'Submitting',
     );
-    // A new controller (the restart) finds no job by that name and submits it, once.
+    // The process dies there (its data dir's lock goes with it); the restart finds no job by that
+    // name and submits it, once.
+    await first.stop();
     const second = await controller({ repo: wt.dir, dataDir: dir });
     await second.runUntilIdle({ timeoutMs: 60_000 });
     expect(second.runStatus('a')?.status.phase).toBe('Succeeded');
@@ -430,23 +432,16 @@ describe('remote specs repo over smart HTTP', () => {
     );
   });
 
-  it('a second controller with a stale view has its push rejected and submits nothing', async () => {
+  it('a second controller stands by while the first holds the lease, and submits nothing', async () => {
     await server.createRepo('split');
     const wt = await workTree({ 'backends/local.yaml': LOCAL_BACKEND }, server.url('split'));
-    const a = await controller({
-      repo: server.url('split'),
-      dataDir: await dataDir(),
-      token: 's3cret-token',
-    });
-    const b = await controller({
-      repo: server.url('split'),
-      dataDir: await dataDir(),
-      token: 's3cret-token',
-    });
+    const opts = { repo: server.url('split'), token: 's3cret-token' };
+    const a = await controller({ ...opts, dataDir: await dataDir() });
+    const b = await controller({ ...opts, dataDir: await dataDir() });
     await a.init();
     await b.init();
-    await a.pass();
-    await b.pass(); // both agree so far
+    expect((await a.pass()).leader).toBe(true);
+    expect((await b.pass()).leader).toBe(false); // the lease is on the remote, a's
     await wt.write('runs/once.yaml', runYaml('once', ['sleep', '1']));
     await wt.commit('add once');
     await wt.push();
@@ -454,10 +449,10 @@ describe('remote specs repo over smart HTTP', () => {
     b.requestFetch('test');
     await a.pass(); // A writes the write-ahead record, pushes, submits
     expect(a.runStatus('once')?.status.attempts[0]?.jobId).toBeTruthy();
-    const stats = await b.pass(); // B, stale, would submit too: its push is rejected
-    expect(stats.published).toBe(false);
+    const stats = await b.pass(); // B stands by: it plans, writes and submits nothing
+    expect(stats).toMatchObject({ leader: false, actions: 0, commits: 0 });
     expect(existsSync(join(b.dataDir, 'local', 'local', 'jobs', 'adv-once-1'))).toBe(false);
-    // B took the remote's state: it now sees A's attempt.
+    // B reads the remote's status all the same (its dashboard shows A's attempt).
     expect(b.runStatus('once')?.status.attempts[0]?.jobId).toBe(
       a.runStatus('once')?.status.attempts[0]?.jobId,
     );

@@ -221,6 +221,7 @@ spec:
         (await wt.git('show', 'adventuretime/status:runs/h.yaml').catch(() => '')).includes('Submitting'),
       );
       mkdirSync(join(dataDir, 'local', 'local', 'jobs', 'adv-h-1'), { recursive: true });
+      await first.stop(); // the process dies (its data dir's lock goes with it)
       const second = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100 });
       await second.runUntilIdle({ timeoutMs: 30_000 });
       await second.stop();
@@ -263,6 +264,7 @@ spec:
       await first.init();
       void first.pass();
       await waitFor('job started by the first controller', () => existsSync(join(counts, 'b')));
+      await first.stop(); // the process dies (its data dir's lock goes with it)
       const second = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100 });
       await second.runUntilIdle({ timeoutMs: 60_000 });
       await second.stop();

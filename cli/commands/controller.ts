@@ -15,6 +15,7 @@ interface Opts {
   fetchInterval: string;
   pollInterval: string;
   resyncInterval: string;
+  leaseDuration: string;
   http?: string;
   dashboard?: boolean;
   dashboardHost?: string[];
@@ -69,6 +70,11 @@ export function registerController(program: Command, io: Io): void {
     .option('--fetch-interval <duration>', 'how often to fetch the specs repo', '10s')
     .option('--poll-interval <duration>', 'how often to poll backends for live jobs', '2s')
     .option('--resync-interval <duration>', 'how often to re-examine every object', '60s')
+    .option(
+      '--lease-duration <duration>',
+      'how long the status branch lease lasts unrenewed: a standby controller (another data dir, same repo) takes over after this long',
+      '30s',
+    )
     .option('--http <host:port>', 'serve the webhook and API on this address (e.g. 127.0.0.1:8080)')
     .option(
       '--dashboard',
@@ -123,6 +129,7 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
         fetchIntervalMs: parseDuration(opts.fetchInterval),
         pollIntervalMs: parseDuration(opts.pollInterval),
         resyncIntervalMs: parseDuration(opts.resyncInterval),
+        leaseDurationMs: parseDuration(opts.leaseDuration),
         logger,
         processMetrics: true,
       });

@@ -4,6 +4,7 @@
  * see docs/benchmarks.md); commits are written by `git fast-import`; refs change only by
  * `git update-ref NEW OLD`, a compare-and-swap; fetch and push are the git CLI.
  */
+import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { AdvError, ErrorCode } from '../errors.js';
 import type { CommitInfo, CommitRequest, GitPort, PushResult, TreeEntry } from './port.js';
@@ -231,14 +232,20 @@ class CatFileBatch {
   }
 }
 
-/** Where fast-import writes commits before the status ref is moved by compare-and-swap. */
-const SCRATCH_REF = 'refs/adventuretime/scratch';
+/**
+ * Where fast-import writes commits before the status ref is moved by compare-and-swap: one ref per
+ * instance, so two controllers on one repository never collide on it; removed on close.
+ */
+const scratchRef = (): string =>
+  `refs/adventuretime/scratch/${process.pid}-${randomBytes(4).toString('hex')}`;
 
 export class NativeGit implements GitPort {
   private readonly batch: CatFileBatch;
   /** Sizes of blobs, asked for only by `readTree(…, { sizes: true })`. */
   private readonly check: CatFileBatch;
   private commitsSinceGc = 0;
+  private readonly scratch = scratchRef();
+  private scratchUsed = false;
   private readonly env: NodeJS.ProcessEnv;
   private readonly networkTimeoutMs: number;
 
@@ -292,6 +299,7 @@ export class NativeGit implements GitPort {
    * and its id read back with `get-mark`; the caller moves the real ref by compare-and-swap.
    */
   async commitFiles(c: CommitRequest): Promise<string> {
+    this.scratchUsed = true;
     const enc = new TextEncoder();
     const parts: Uint8Array[] = [];
     const text = (s: string) => parts.push(enc.encode(s));
@@ -301,7 +309,7 @@ export class NativeGit implements GitPort {
       text('\n');
     };
     const who = `${c.author.name} <${c.author.email}> ${c.time ?? Math.floor(Date.now() / 1000)} +0000`;
-    text(`commit ${SCRATCH_REF}\nmark :1\nauthor ${who}\ncommitter ${who}\n`);
+    text(`commit ${this.scratch}\nmark :1\nauthor ${who}\ncommitter ${who}\n`);
     data(enc.encode(c.message));
     text(c.parent ? `from ${c.parent}\n` : `from ${'0'.repeat(40)}\n`);
     for (const [path, content] of c.files) {
@@ -400,6 +408,8 @@ export class NativeGit implements GitPort {
   async close(): Promise<void> {
     this.batch.close();
     this.check.close();
+    if (this.scratchUsed)
+      await runGit(['update-ref', '-d', this.scratch], { gitdir: this.gitdir, env: this.env });
   }
 }
 

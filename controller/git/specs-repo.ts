@@ -13,7 +13,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AdvError, ErrorCode } from '../errors.js';
 import { IsoGit } from './iso.js';
-import { git, NativeGit, redact } from './native.js';
+import { git, isUnreachable, NativeGit, redact, runGit } from './native.js';
 import type { GitPort, PushResult } from './port.js';
 
 export interface SpecsRepoOptions {
@@ -54,6 +54,8 @@ export class SpecsRepo {
     readonly location: string,
     readonly branch: string,
     readonly statusBranch: string,
+    /** Credentials and timeout for the git commands run here rather than through the port. */
+    private readonly net: { env: NodeJS.ProcessEnv; timeoutMs?: number } = { env: {} },
   ) {}
 
   /** Ref holding the watched branch's tip as last seen. */
@@ -98,8 +100,11 @@ export class SpecsRepo {
       } else {
         await git(['remote', 'set-url', 'origin', opts.repo], { gitdir });
       }
-      const repo = new SpecsRepo(make(gitdir), 'remote', redact(opts.repo), branch, statusBranch);
-      return repo;
+      const net = {
+        env: credentialEnv(opts.token),
+        ...(opts.networkTimeoutMs ? { timeoutMs: opts.networkTimeoutMs } : {}),
+      };
+      return new SpecsRepo(make(gitdir), 'remote', redact(opts.repo), branch, statusBranch, net);
     }
     const path = resolve(opts.repo);
     if (!existsSync(path)) {
@@ -150,6 +155,9 @@ export class SpecsRepo {
           !e.data.unreachable
         ) {
           await this.git.fetch('origin', [`+refs/heads/${this.branch}:${this.specRef}`]);
+          // The remote has no status branch (new, or deleted there): ours is published again.
+          const tracking = await this.git.resolveRef(this.remoteStatusRef);
+          if (tracking) await runGit(['update-ref', '-d', this.remoteStatusRef], { gitdir: this.git.gitdir });
           return;
         }
         throw e;
@@ -189,6 +197,78 @@ export class SpecsRepo {
     const remote = await this.git.resolveRef(this.remoteStatusRef);
     const local = await this.git.resolveRef(this.statusRef);
     if (remote) await this.git.updateRef(this.statusRef, remote, local);
+  }
+
+  /** Standing by: the status branch as the remote has it (last fetched) is the one to show. */
+  async followRemoteStatus(): Promise<void> {
+    if (this.mode === 'local') return;
+    const remote = await this.git.resolveRef(this.remoteStatusRef);
+    const local = await this.git.resolveRef(this.statusRef);
+    if (remote && remote !== local) await this.git.updateRef(this.statusRef, remote, local);
+  }
+
+  /** The branch that says which controller may write the status branch (`loop/lease.ts`). */
+  get leaseBranch(): string {
+    return `${this.statusBranch}-lease`;
+  }
+
+  private get leaseRef(): string {
+    return `refs/heads/${this.leaseBranch}`;
+  }
+
+  /**
+   * The lease record's commit as the repo has it now: fetched from the remote (a lease branch the
+   * remote does not have is no lease), or read from the local repo. Throws when unreachable.
+   */
+  async readLease(): Promise<string | undefined> {
+    if (this.mode === 'local') return this.git.resolveRef(this.leaseRef);
+    const tracking = `refs/remotes/origin/${this.leaseBranch}`;
+    try {
+      await this.git.fetch('origin', [`+${this.leaseRef}:${tracking}`]);
+    } catch (e) {
+      const err = e as AdvError;
+      if (!err.data?.unreachable && /couldn't find remote ref/i.test(err.message)) return undefined;
+      throw e;
+    }
+    return this.git.resolveRef(tracking);
+  }
+
+  /**
+   * Compare-and-swap of the lease: points it at `oid` only if it is still `expected` (undefined:
+   * only if there is none). Locally `update-ref NEW OLD`. Remotely a fast-forward push when `oid`
+   * is a child of `expected` (the remote refuses it if the branch moved: that is the swap), or
+   * `--force-with-lease=<ref>:<expected>` for a new root; a remote that denies forced updates
+   * answers `denied`, and the caller keeps to fast-forwards.
+   */
+  async writeLease(
+    oid: string,
+    expected: string | undefined,
+    force: boolean,
+  ): Promise<PushResult | 'denied'> {
+    if (this.mode === 'local')
+      return (await this.git.updateRef(this.leaseRef, oid, expected)) ? 'ok' : 'rejected';
+    const lease = force ? [`--force-with-lease=${this.leaseRef}:${expected ?? ''}`] : [];
+    const r = await runGit(
+      ['push', '--quiet', '--porcelain', ...lease, 'origin', `${force ? '+' : ''}${oid}:${this.leaseRef}`],
+      {
+        gitdir: this.git.gitdir,
+        env: this.net.env,
+        ...(this.net.timeoutMs ? { timeoutMs: this.net.timeoutMs } : {}),
+      },
+    );
+    const tracking = `refs/remotes/origin/${this.leaseBranch}`;
+    if (r.code === 0) {
+      await this.git.updateRef(tracking, oid, await this.git.resolveRef(tracking));
+      return 'ok';
+    }
+    const text = r.stdout.toString('utf8') + r.stderr;
+    if (force && /remote rejected|denying non-fast-forward|protected branch/i.test(text)) return 'denied';
+    if (/stale info|\[rejected\]|fetch first|non-fast-forward|remote rejected/i.test(text)) return 'rejected';
+    if (isUnreachable(text)) return 'unreachable';
+    throw new AdvError(
+      ErrorCode.GitError,
+      `git push of the lease to ${this.location} failed: ${text.trim()}`,
+    );
   }
 
   /** Files whose change means the watched branch may have moved (local mode). */

@@ -3,6 +3,7 @@
  * finished, stalled or waiting for something only a person or the clock past the timeout changes;
  * every desired object has a status; nothing is staged.
  */
+import { AdvError, ErrorCode } from '../errors.js';
 import { isLiveAttempt } from '../reconcile/run-plan.js';
 import type { StatusWriter } from '../status/writer.js';
 import { TERMINAL_PHASES, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
@@ -36,3 +37,19 @@ export function isIdle(status: StatusWriter, desired: DesiredState): boolean {
 /** A node waiting for its needs or for an output manifest to show up in the store: it will. */
 const waitsByItself = (n: DagStatusDoc['status']['nodes'][string]) =>
   n.phase === 'Waiting' && (n.reason === 'WaitingForNeeds' || n.reason === 'WaitingForOutputs');
+
+/** `--once` gave up: with runs in flight, or standing by for another controller's lease. */
+export function onceTimedOut(timeoutMs: number, leader: boolean, leaseBranch: string): AdvError {
+  const after = `timed out after ${Math.round(timeoutMs / 1000)}s`;
+  return leader
+    ? new AdvError(ErrorCode.Waiting, `${after} with runs still in flight`, {
+        hint: 'adv get runs shows which; raise --timeout, or run the controller without --once',
+      })
+    : new AdvError(
+        ErrorCode.Waiting,
+        `${after} waiting for another controller's lease on the status branch`,
+        {
+          hint: `the other controller is running (it renews its lease): stop it, or let it do the work (git log -1 ${leaseBranch} says which it is)`,
+        },
+      );
+}

@@ -26,6 +26,13 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   processMetrics?: boolean;
   /** The controller's environment: secrets named by specs, `passEnv` and store credentials come from it. */
   secretEnv?: NodeJS.ProcessEnv;
+  /**
+   * How long the status branch lease lasts without renewal (default 30 s): a controller that
+   * stops renewing it is replaced by a standby after this long (see loop/lease.ts).
+   */
+  leaseDurationMs?: number;
+  /** How long to wait for the data dir's lock while a previous controller exits (default 10 s). */
+  lockWaitMs?: number;
 }
 
 /** What one pass did, and how long each of its steps took. */
@@ -37,4 +44,6 @@ export interface PassStats {
   actions: number;
   published: boolean;
   loadedSpecs: boolean;
+  /** False while another controller holds the status branch lease: the pass only read. */
+  leader: boolean;
 }

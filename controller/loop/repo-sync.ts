@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AdvError, ErrorCode } from '../errors.js';
 import type { SpecsRepo } from '../git/specs-repo.js';
-import { readJsonCache, writeJsonCache } from '../internal/json-cache.js';
+import { listOf, readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { StatusConflict, type StatusWriter } from '../status/writer.js';
 import type { StatusDoc } from '../status/types.js';
@@ -76,7 +76,11 @@ export class RepoSync {
 
   /** (Re)loads the status branch, parsing only status files not seen before. */
   async load(): Promise<void> {
-    const saved = await readJsonCache<[string, StatusDoc][]>(this.cacheFile, this.d.cacheStamp());
+    const saved = await readJsonCache(
+      this.cacheFile,
+      this.d.cacheStamp(),
+      listOf<[string, StatusDoc]>(isCachedStatus),
+    );
     await this.status.load(new Map<string, StatusDoc>([...(saved ?? []), ...this.status.exportCache()]));
   }
 
@@ -156,12 +160,66 @@ export class RepoSync {
     this.d.onReload();
   }
 
+  /**
+   * This controller has just acquired the lease: what the previous holder wrote is the truth, so
+   * it is re-read before anything is planned; a takeover is marked by a commit of its own, which
+   * fences off any later commit of the previous holder (its compare-and-swap now fails).
+   */
+  async takeOver(lease: {
+    id: string;
+    epoch: number;
+    from?: { holder: string; host: string };
+  }): Promise<void> {
+    if (!lease.from) {
+      // Its own lease again (a restart): its unpublished commits are still its to publish.
+      await this.reloadIfMoved();
+      return;
+    }
+    try {
+      await this.repo.adoptRemoteStatus();
+    } catch (e) {
+      this.d.logger.warn({ err: errText(e) }, 'cannot fetch the status branch');
+    }
+    await this.reloadIfMoved();
+    await this.status.commitMarker(
+      `controller ${lease.id} took over the status branch from ${lease.from.holder} on ${lease.from.host} (lease epoch ${lease.epoch})`,
+      [
+        ['Controller', lease.id],
+        ['Lease-Epoch', String(lease.epoch)],
+      ],
+    );
+    await this.publish();
+  }
+
   /** When someone else moved the status ref (a fetch adopted the remote's, a second controller), reload it. */
-  async reloadIfMoved(): Promise<boolean> {
-    if ((await this.repo.git.resolveRef(this.status.ref)) === this.status.head) return false;
+  async reloadIfMoved(opts: { followRemote?: boolean } = {}): Promise<boolean> {
+    // Standing by, the remote's status branch (as last fetched) is the one to show.
+    if (opts.followRemote) await this.repo.followRemoteStatus();
+    const at = await this.repo.git.resolveRef(this.status.ref);
+    if (at === this.status.head) return false;
+    if (at === undefined && this.status.head !== undefined) {
+      // Deleted under us (a mistaken `git branch -D`): its history is still in the object store.
+      // Put it back where it was, rather than start over and forget every attempt.
+      await this.repo.git.updateRef(this.status.ref, this.status.head, undefined);
+      this.d.logger.warn({ at: this.status.head }, 'the status branch was deleted; restored it where it was');
+      return false;
+    }
     this.d.logger.warn('status branch changed outside this controller; reloading it');
     await this.load();
     this.d.onReload();
     return true;
   }
+}
+
+/** `[blob id, status document]` with the fields every reader of a status document relies on. */
+function isCachedStatus(x: unknown): boolean {
+  if (!Array.isArray(x) || x.length !== 2 || typeof x[0] !== 'string') return false;
+  const doc = x[1] as { kind?: unknown; metadata?: { name?: unknown }; status?: unknown } | null;
+  return (
+    typeof doc === 'object' &&
+    doc !== null &&
+    typeof doc.kind === 'string' &&
+    typeof doc.metadata?.name === 'string' &&
+    (doc.status === undefined || (typeof doc.status === 'object' && doc.status !== null))
+  );
 }

@@ -174,6 +174,24 @@ export class StatusWriter {
   }
 
   /**
+   * A commit that changes no file and only says something in `git log` (a controller taking the
+   * branch over). Moved by the same compare-and-swap, so it fences off the previous writer's
+   * later commits. Throws `StatusConflict` when the ref moved under us.
+   */
+  async commitMarker(subject: string, trailers: [string, string][]): Promise<string> {
+    const oid = await this.git.commitFiles({
+      ...(this.headOid ? { parent: this.headOid } : {}),
+      files: new Map(),
+      message: commitMessage([{ kind: 'Run', name: '', summary: subject, trailers }]),
+      author: this.author,
+      time: Math.floor(this.now() / 1000),
+    });
+    if (!(await this.git.updateRef(this.ref, oid, this.headOid))) throw new StatusConflict(this.ref);
+    this.headOid = oid;
+    return oid;
+  }
+
+  /**
    * Writes everything staged as one commit on top of the current head and moves the ref by
    * compare-and-swap. Returns the new commit, or undefined when nothing was staged. Throws
    * `StatusConflict` when the ref moved under us.
