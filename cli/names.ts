@@ -6,10 +6,10 @@
 import { AdvError, ErrorCode } from '../controller/index.js';
 import { printable } from './output.js';
 
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+import { DNS1123_SUBDOMAIN_RE as DNS1123_SUBDOMAIN, RUN_NAME_MAX } from '../runtime/names.js';
 
 /** Longest name of each kind (the schema's `metadata.name` maxLength). */
-const MAX = { run: 63, DAG: 253 } as const;
+const MAX = { run: RUN_NAME_MAX, DAG: 253 } as const;
 
 /** Returns `name` if it can name a run (or DAG); otherwise a usage error that says what a name is. */
 export function checkName(name: string, what: keyof typeof MAX = 'run'): string {

@@ -14,6 +14,10 @@ export const ErrorCode = {
   BackendError: 'BackendError',
   Stalling: 'Stalling',
   Waiting: 'Waiting',
+  /** Something another process holds: the data dir of a running controller. */
+  Conflict: 'Conflict',
+  /** The local file system refused (a data dir that cannot be written). */
+  IoError: 'IoError',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -51,4 +55,29 @@ export class WaitingError extends AdvError<{ requeueAfterMs: number }> {
 }
 
 export const isStalling = (e: unknown): e is StallingError => e instanceof StallingError;
+
+/**
+ * An error the same request would hit again however often it is retried: the operating system
+ * refusing the job's arguments or environment (too large: `E2BIG`; a NUL byte), wherever it shows
+ * up. Such a submission stalls the run (a person must change the spec or the secret) instead of
+ * being retried as an infrastructure failure.
+ */
+export function asStallingIfDeterministic(e: unknown): StallingError | undefined {
+  if (isStalling(e)) return e;
+  const err = e as NodeJS.ErrnoException | undefined;
+  const text = `${err?.code ?? ''} ${err?.message ?? String(e)}`;
+  if (/\bE2BIG\b|argument list too long/i.test(text))
+    return new StallingError(
+      'ArgumentsTooLarge',
+      `the job's arguments and environment are too large for the operating system (E2BIG): ${err?.message ?? text}`,
+      'make the command, env or secrets smaller; pass large data in a file',
+    );
+  if (/null bytes|NUL byte/i.test(text))
+    return new StallingError(
+      'NulByte',
+      `the job's arguments or environment hold a NUL byte: ${err?.message ?? text}`,
+      'remove the NUL from the command, env or secret',
+    );
+  return undefined;
+}
 export const isWaiting = (e: unknown): e is WaitingError => e instanceof WaitingError;

@@ -3,6 +3,7 @@
  * loads nothing but this folder, so a job starts in the time Node itself takes (~60 ms here),
  * not the ~300 ms the whole CLI takes to load.
  */
+import { isRunName, RUN_NAME_MAX } from './names.js';
 import { parseArgs } from 'node:util';
 import { advExec } from './exec.js';
 import { progressBar } from './progress.js';
@@ -68,6 +69,12 @@ export async function execMain(
   if (!run || positionals.length === 0) {
     process.stderr.write(
       `error: ${!run ? 'no run name: pass --run NAME or set ADV_RUN' : 'no command given after --'}\n\n${EXEC_USAGE}`,
+    );
+    return 2;
+  }
+  if (!isRunName(run)) {
+    process.stderr.write(
+      `error: ${JSON.stringify(run)} is not a valid run name: a DNS-1123 subdomain of at most ${RUN_NAME_MAX} characters (lowercase letters, digits, '-' and '.')\n`,
     );
     return 2;
   }

@@ -344,3 +344,19 @@ esac
     expect(existsSync(marker())).toBe(false);
   });
 });
+
+describe('adv exec --run with a name that is not a name', () => {
+  it('is a usage error without a stack trace, before anything is written', () => {
+    const adv = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
+    const r = spawnSync(
+      process.execPath,
+      [adv, 'exec', '--store', 'file:///nonexistent', '--run', '../x', '--', 'true'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('"../x" is not a valid run name');
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+  });
+});

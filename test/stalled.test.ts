@@ -62,3 +62,52 @@ describe('a run whose secret is missing', () => {
     }
   });
 });
+
+describe('a run the operating system refuses to start', () => {
+  it('stalls on E2BIG (a secret too large for an environment), is not retried, and starts once the secret is fixed', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'adv-e2big-'));
+    cleanups.push(() => removeTree(dataDir));
+    const wt = await makeWorkTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/big.yaml': runYaml('big', 'true', '  secrets: [HUGE_TOKEN]\n  policy: {maxAttempts: 1}\n'),
+      'runs/ok.yaml': runYaml('ok', 'true'),
+    });
+    cleanups.push(() => wt.cleanup());
+    // One environment string over Linux's 128 KiB limit: every spawn of this job fails the same way.
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HUGE_TOKEN: 'x'.repeat(200_000) };
+    const c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100, secretEnv: env });
+    cleanups.push(() => c.stop());
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(c.runStatus('ok')?.status.phase).toBe('Succeeded');
+    const st = c.runStatus('big')!.status;
+    expect(st).toMatchObject({ phase: 'Pending', reason: 'ArgumentsTooLarge' });
+    expect(st.conditions.find((x) => x.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'ArgumentsTooLarge',
+    });
+    expect(st.attempts).toHaveLength(1);
+    expect(st.attempts[0]).toMatchObject({ class: 'Stalled' });
+    // A resync plans it again: the same spec is not tried again.
+    for (let i = 0; i < 3; i++) {
+      (c as unknown as { nextResyncAt: number }).nextResyncAt = 0;
+      await c.pass();
+    }
+    expect(c.runStatus('big')!.status.attempts).toHaveLength(1);
+    const backend = c.view.backendStatus('local')!.status;
+    expect(backend.failureStreak ?? []).toEqual([]);
+
+    // The secret is fixed and a person asks again (adv reconcile): it starts and succeeds.
+    env.HUGE_TOKEN = 'small';
+    await wt.write(
+      'runs/big.yaml',
+      runYaml('big', 'true', '  secrets: [HUGE_TOKEN]\n  policy: {maxAttempts: 1}\n').replace(
+        'metadata:\n  name: big',
+        'metadata:\n  name: big\n  annotations: {adventuretime.dev/reconcile-requested-at: "1"}',
+      ),
+    );
+    await wt.commit('reconcile big');
+    c.requestFetch('test');
+    await c.runUntilIdle({ timeoutMs: 60_000 });
+    expect(c.runStatus('big')!.status.phase).toBe('Succeeded');
+  });
+});

@@ -5,14 +5,30 @@
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 
-export async function readJsonCache<T>(file: string, stamp: string): Promise<T | undefined> {
+/**
+ * The cached data, if the file holds a cache of this stamp whose data has the expected shape.
+ * Caches are disposable: valid JSON of the wrong shape (a hand edit, another version, a bit flip)
+ * is thrown away and rebuilt, never a crash at start-up.
+ */
+export async function readJsonCache<T>(
+  file: string,
+  stamp: string,
+  isShape: (data: unknown) => data is T,
+): Promise<T | undefined> {
   try {
-    const saved = JSON.parse(await readFile(file, 'utf8')) as { stamp?: string; data?: T };
-    return saved.stamp === stamp ? saved.data : undefined;
+    const saved = JSON.parse(await readFile(file, 'utf8')) as { stamp?: unknown; data?: unknown } | null;
+    if (saved?.stamp !== stamp || !isShape(saved.data)) return undefined;
+    return saved.data;
   } catch {
     return undefined;
   }
 }
+
+/** A list whose every element passes `isItem`. */
+export const listOf =
+  <T>(isItem: (x: unknown) => boolean) =>
+  (data: unknown): data is T[] =>
+    Array.isArray(data) && data.every(isItem);
 
 /** Written to a temporary file and renamed, so a crash never leaves half a cache. */
 export async function writeJsonCache(file: string, stamp: string, data: unknown): Promise<void> {

@@ -9,12 +9,12 @@ import type { Logger } from 'pino';
 import type { BackendDescriptor } from '../backends/types.js';
 import type { GitPort } from '../git/port.js';
 import { GitTreeSource, TreeListingCache } from '../git/tree-source.js';
-import { readJsonCache, writeJsonCache } from '../internal/json-cache.js';
+import { listOf, readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
 import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
 import type { Diagnostic } from '../spec/diagnostic.js';
-import { SpecLoader, type CachedFileEntry, type LoadResult } from '../spec/loader.js';
+import { SpecLoader, type CachedFileEntry, type LoadedDocument, type LoadResult } from '../spec/loader.js';
 import {
   isObjectName,
   SCHEMAS,
@@ -86,7 +86,11 @@ export class DesiredState {
 
   /** Seeds the parse cache from the data dir (a restart parses only what changed meanwhile). */
   async restoreCache(): Promise<void> {
-    const entries = await readJsonCache<CachedFileEntry[]>(this.cacheFile, this.cacheStamp());
+    const entries = await readJsonCache(
+      this.cacheFile,
+      this.cacheStamp(),
+      listOf<CachedFileEntry>(isCachedFile),
+    );
     if (entries) this.loader.importCache(entries);
   }
 
@@ -222,6 +226,26 @@ export class DesiredState {
       ? [...this.runs.keys(), ...this.invalidRuns.keys()]
       : [...this.dags.keys(), ...this.invalidDags.keys()];
   }
+}
+
+/** `[path, key, documents, file diagnostics]`, each document with a file, an index and diagnostics. */
+function isCachedFile(x: unknown): boolean {
+  if (!Array.isArray(x) || x.length !== 4) return false;
+  const [path, key, docs, diags] = x as unknown[];
+  return (
+    typeof path === 'string' &&
+    typeof key === 'string' &&
+    Array.isArray(diags) &&
+    Array.isArray(docs) &&
+    docs.every(
+      (d) =>
+        typeof d === 'object' &&
+        d !== null &&
+        typeof (d as LoadedDocument).file === 'string' &&
+        Array.isArray((d as LoadedDocument).diagnostics) &&
+        Array.isArray((d as LoadedDocument).backendRefs),
+    )
+  );
 }
 
 function loadErrorOf(d: Diagnostic, kind: string | undefined): LoadError {

@@ -8,7 +8,7 @@
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Backend, JobRequest } from '../backends/types.js';
-import { isAdvError, isStalling, type StallingError } from '../errors.js';
+import { asStallingIfDeterministic, isAdvError, type StallingError } from '../errors.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { recordSubmitFailed, recordSubmitStalled, recordSubmitted } from '../reconcile/results.js';
 import type { RunAction } from '../reconcile/run-plan.js';
@@ -150,10 +150,11 @@ export class Executor {
       this.d.logger.warn(where, 'submit outcome unknown; will find or submit again');
       return err;
     }
-    if (isStalling(e)) {
+    const stalled = asStallingIfDeterministic(e);
+    if (stalled) {
       this.d.logger.warn(where, 'run stalled: a person must fix its inputs');
-      this.stage(a, recordSubmitStalled(current, a.attempt, stallOf(e), this.d.now()));
-      return e;
+      this.stage(a, recordSubmitStalled(current, a.attempt, stallOf(stalled), this.d.now()));
+      return stalled;
     }
     this.d.metrics.submitFailures.inc({ backend: a.backend });
     this.d.logger.warn(where, 'submit failed');

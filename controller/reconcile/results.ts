@@ -88,7 +88,14 @@ export function recordSubmitStalled(
   delete doc.status.nextAttemptAfter;
   doc.status.conditions = setCondition(
     doc.status.conditions,
-    { type: ConditionType.Stalled, status: 'True', reason: stall.reason, message },
+    {
+      type: ConditionType.Stalled,
+      status: 'True',
+      reason: stall.reason,
+      message,
+      // The spec it stalled on: the same spec is not tried again (run-plan-steps `heldStall`).
+      ...(doc.status.observedGeneration ? { observedGeneration: doc.status.observedGeneration } : {}),
+    },
     now,
   );
   doc.status.conditions = setCondition(

@@ -287,7 +287,10 @@ function rejectSpecChange(w: RunWork, { applied, ops, immutable }: SpecDiff & { 
 export const reconcileAnnotation: RunStep = (w) => {
   const st = w.doc.status;
   const requested = w.desired.annotations?.[RECONCILE_ANNOTATION];
-  if (requested && requested !== st.lastHandledReconcileAt) st.lastHandledReconcileAt = requested;
+  if (requested && requested !== st.lastHandledReconcileAt) {
+    st.lastHandledReconcileAt = requested;
+    clearStalled(st); // a person asked: a held stall is tried again
+  }
   return undefined;
 };
 
@@ -300,6 +303,7 @@ export const retryAnnotation: RunStep = (w) => {
   const retry = w.desired.annotations?.[RETRY_ANNOTATION];
   if (!retry || retry === st.lastHandledRetryAt) return undefined;
   st.lastHandledRetryAt = retry;
+  clearStalled(st);
   if (TERMINAL_PHASES.has(st.phase) && !w.spec.suspend) {
     st.budgetFromAttempt = (st.attempts.at(-1)?.n ?? 0) + 1;
     delete st.nextAttemptAfter;
@@ -409,7 +413,7 @@ export const lostCondition: RunStep = (w) => {
 export const schedule: RunStep = (w) => {
   const st = w.doc.status;
   if (isLiveAttempt(st.attempts.at(-1)) || !SCHEDULING_PHASES.has(st.phase)) return undefined;
-  if (outOfTotalTime(w) || inBackoff(w)) return STOP;
+  if (outOfTotalTime(w) || inBackoff(w) || heldStall(w)) return STOP;
   const codeRef = w.spec.code?.ref;
   const codeCommit = st.codeCommit ?? (codeRef ? w.ctx.codeRefs.get(codeRef) : w.ctx.specCommit);
   if (!codeCommit)
@@ -426,6 +430,18 @@ export const schedule: RunStep = (w) => {
   else waitForBackend(w, choice);
   return STOP;
 };
+
+/**
+ * A submission the operating system refused for this very spec (arguments too large, a NUL byte)
+ * is not tried again until the spec changes, or a person asks (`adv reconcile`, `adv retry`):
+ * every retry would export the code and fail the same way.
+ */
+const HELD_STALLS: ReadonlySet<string> = new Set(['ArgumentsTooLarge', 'NulByte']);
+
+function heldStall(w: RunWork): boolean {
+  const c = w.doc.status.conditions.find((x) => x.type === ConditionType.Stalled && x.status === 'True');
+  return c !== undefined && HELD_STALLS.has(c.reason) && c.observedGeneration === w.desired.generation;
+}
 
 /** When a secret of the spec does not resolve: which, where the controller looked, and the fix. */
 function missingSecrets(w: RunWork): string | undefined {

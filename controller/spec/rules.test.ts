@@ -116,3 +116,26 @@ describe('mesh rules', () => {
     expect(check(spec)).toEqual(codes);
   });
 });
+
+describe('what no process can be given', () => {
+  const codes = (spec: string) => {
+    const l = new SpecLoader();
+    const text = `apiVersion: adventuretime.dev/v1alpha1\nkind: Run\nmetadata:\n  name: r\nspec:\n${spec}`;
+    l.loadFile('r.yaml', new TextEncoder().encode(text), '1');
+    return l.result().diagnostics.map((d) => `${d.code}@${d.line}`);
+  };
+  it.each([
+    ['an ordinary command', '  command: [python, train.py]\n', []],
+    ['a NUL in an argument', '  command: [python, "a\\0b"]\n', ['NulByte@6']],
+    ['a NUL in an env value', '  command: x\n  env: {A: "a\\0b"}\n', ['NulByte@7']],
+    ['an argument of 200 KB', `  command: [echo, "${'x'.repeat(200_000)}"]\n`, ['ArgumentTooLarge@6']],
+    ['the largest argument Linux takes', `  command: [echo, "${'x'.repeat(128 * 1024 - 1)}"]\n`, []],
+    [
+      'many arguments, 600 KB together',
+      `  command: [${Array.from({ length: 6 }, () => `"${'y'.repeat(100_000)}"`).join(', ')}]\n`,
+      ['ArgumentsTooLarge@6'],
+    ],
+  ])('%s', (_name, spec, expected) => {
+    expect(codes(spec)).toEqual(expected);
+  });
+});

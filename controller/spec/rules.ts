@@ -85,6 +85,7 @@ function isUnsafeRelPath(p: string): boolean {
 /** A run's spec, on its own or as a DAG node's `run` (`inDag` changes only the wording). */
 function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: boolean } = {}): void {
   commandRules(c, spec, base, opts.inDag);
+  processArgumentRules(c, spec, base);
   pathRules(c, spec, base);
   reservedEnvRules(c, spec, base);
   secretRules(c, spec, base);
@@ -112,6 +113,58 @@ function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | 
   }
 }
 
+/**
+ * Linux refuses one argument or one `NAME=value` over 128 KiB (MAX_ARG_STRLEN) and a whole argv +
+ * environment over a few MiB (E2BIG); no process can get a NUL byte in either. Both would fail every
+ * submission the same way, so they are errors here, with the line, not failures on a backend.
+ */
+export const MAX_ARG_BYTES = 128 * 1024 - 1;
+/** What the command and `env` together may take, leaving room for the job's base environment. */
+export const MAX_ARGV_ENV_BYTES = 512 * 1024;
+
+function processArgumentRules(c: Collector, spec: RunSpec, base: Path): void {
+  const strings: [Path, string, string][] = [];
+  const command =
+    spec.command === undefined ? [] : typeof spec.command === 'string' ? [spec.command] : spec.command;
+  command.forEach((arg, i) =>
+    strings.push([
+      typeof spec.command === 'string' ? [...base, 'command'] : [...base, 'command', i],
+      arg,
+      'argument',
+    ]),
+  );
+  for (const [k, v] of Object.entries(spec.env ?? {}))
+    strings.push([[...base, 'env', k], `${k}=${v}`, 'variable']);
+  if (spec.workingDir !== undefined) strings.push([[...base, 'workingDir'], spec.workingDir, 'path']);
+  let total = 0;
+  for (const [path, text, what] of strings) {
+    const bytes = Buffer.byteLength(text);
+    total += bytes + 1;
+    const nul = text.indexOf('\0');
+    if (nul >= 0)
+      c.error(
+        'NulByte',
+        path,
+        `the ${what} holds a NUL byte (at character ${nul}): no process can be given one`,
+        'remove the \\0 escape from the string',
+      );
+    else if (bytes > MAX_ARG_BYTES)
+      c.error(
+        'ArgumentTooLarge',
+        path,
+        `the ${what} is ${bytes} bytes; Linux refuses one over ${MAX_ARG_BYTES} (E2BIG)`,
+        'put large data in a file in the code tree or the object store and pass its path',
+      );
+  }
+  if (total > MAX_ARGV_ENV_BYTES)
+    c.error(
+      'ArgumentsTooLarge',
+      spec.command !== undefined ? [...base, 'command'] : base,
+      `the command and env take ${total} bytes together, over ${MAX_ARGV_ENV_BYTES}`,
+      'put large data in a file and pass its path',
+    );
+}
+
 /** The working directory stays inside the code tree, and the code path inside the repository. */
 function pathRules(c: Collector, spec: RunSpec, base: Path): void {
   for (const field of ['workingDir'] as const) {
@@ -125,6 +178,13 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
       );
     }
   }
+  if (spec.code?.repo !== undefined)
+    c.error(
+      'CodeRepoUnsupported',
+      [...base, 'code', 'repo'],
+      'code from another repository is not supported yet: the run would ship the specs repo instead',
+      'put the code in the specs repo (code.path picks its folder), or vendor the other repo there as a subtree; then remove code.repo',
+    );
   if (spec.code?.path !== undefined && isUnsafeRelPath(spec.code.path)) {
     c.error(
       'PathEscape',

@@ -276,7 +276,8 @@ const CodeSchema = strict(
   {
     repo: optional(
       Type.String({
-        description: 'Git repository holding the code (URL or path). Default: the specs repo itself.',
+        description:
+          'Reserved: code from another repository is not shipped yet, so a spec that sets it is refused at validation (never another tree run in its place). Today the code is the specs repo itself: keep it there (or in `code.path` of it).',
       }),
     ),
     ref: optional(

@@ -104,7 +104,13 @@ export class LocalBackend implements Backend {
     closeSync(out);
     const pid = child.pid;
     child.unref();
-    if (!pid) throw new Error(`cannot start adv exec for ${job.jobName}`);
+    if (!pid) {
+      // The spawn failed (E2BIG, ENOENT…): its 'error' event says why, on the next tick.
+      const why = await new Promise<Error>((resolve) => child.once('error', resolve));
+      throw Object.assign(new Error(`cannot start adv exec for ${job.jobName}: ${why.message}`), {
+        code: (why as NodeJS.ErrnoException).code,
+      });
+    }
     await writeFile(join(dir, 'pid'), String(pid));
     this.ctx.logger.info({ job: job.jobName, pid }, 'started local job');
     return { backend: this.name, jobName: job.jobName, jobId: String(pid) };
