@@ -15,9 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { SourceStatusDoc } from '../controller/status/types.js';
-import { removeTree } from './helpers/io.js';
+import { captureIo, removeTree } from './helpers/io.js';
 import { makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 
 const BAD = join(import.meta.dirname, 'fixtures', 'bad');
@@ -99,6 +100,14 @@ describe('a hostile specs repo', () => {
     }
     const metrics = await c.metrics.text();
     expect(metrics).toContain(`adventuretime_spec_load_errors ${doc.status.errorCount}`);
+    // adv get says so under its table, on stderr (stdout stays the table).
+    const io = captureIo({ HOME: dataDir }, wt.dir);
+    expect(await runCli(['get', 'runs', '--repo', wt.dir], io)).toBe(0);
+    expect(io.err()).toContain(
+      `warning: ${doc.status.errorCount} errors in the specs repo that no run shows, first `,
+    );
+    expect(io.err()).toContain('git show adventuretime/status:sources/specs.yaml');
+    expect(io.out()).not.toContain('warning');
   });
 
   it('writes no control character into a status commit message', async () => {

@@ -5,9 +5,11 @@ import {
   AdvError,
   ErrorCode,
   age,
+  SPECS_SOURCE,
   type BackendStatusDoc,
   type DagStatusDoc,
   type RunStatusDoc,
+  type SourceStatusDoc,
 } from '../../controller/index.js';
 import { phaseStyle, renderTable } from '../format.js';
 import { colours, printable, type Io } from '../output.js';
@@ -227,6 +229,7 @@ Examples:
                 ? renderTable(headers, rows, phaseStyle(colours(io.stdout, io.env)))
                 : `No ${kind} found.\n`,
             );
+          warnLoadErrors(r.store.get<SourceStatusDoc>('Source', SPECS_SOURCE), r.repo.statusBranch, io);
           if (!opts.watch) return;
 
           // Watch: when the status branch moves, print the objects whose row changed (kubectl -w).
@@ -271,4 +274,19 @@ Examples:
         }
       },
     );
+}
+
+/**
+ * Files of the specs repo that do not load are on no run's row: say so under the table (on stderr,
+ * so `-o name` and pipes stay clean), as kubectl warns beside its output.
+ */
+function warnLoadErrors(source: SourceStatusDoc | undefined, branch: string, io: Io): void {
+  const n = source?.status.errorCount ?? 0;
+  const first = source?.status.errors[0];
+  if (!n || !first) return;
+  io.stderr.write(
+    printable(
+      `warning: ${n} error${n === 1 ? '' : 's'} in the specs repo that no run shows, first ${first.file}:${first.line}: ${first.message}`,
+    ) + `\n  (all of them: git show ${branch}:sources/specs.yaml, or adv validate)\n`,
+  );
 }
