@@ -14,25 +14,14 @@ import { Writable } from 'node:stream';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { git, NativeGit, runGit } from '../controller/git/native.js';
-import { runYaml } from './gen-repo.js';
+import { SLURM_BACKENDS as BACKENDS, suspendedRunYaml as suspended } from './gen-repo.js';
 import { fastImport } from './git-fixtures.js';
 import { median, table } from './lib.js';
 
 const N = Number(process.env.BENCH_RUNS ?? 100);
 const BLOB_MB = Number(process.env.BENCH_BLOB_MB ?? 50);
 const REPS = Number(process.env.BENCH_REPS ?? 3);
-const BACKENDS = `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: slurm-a}
-spec: {type: slurm, connection: {host: login-a.example.edu}}
----
-apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: slurm-b}
-spec: {type: slurm, connection: {host: login-b.example.edu}}
-`;
 const ID = ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com'];
-const suspended = (i: number) => runYaml(i).replace('  env:\n', '  suspend: true\n  env:\n');
 
 /** A YAML data dump of about `mb` MiB (what ends up committed next to the specs by mistake). */
 function bigYaml(mb: number): string {

@@ -17,22 +17,11 @@ import { parseAllDocuments } from 'yaml';
 import { Controller } from '../controller/controller.js';
 import { git } from '../controller/git/native.js';
 import { commitEdit } from './edit-commit.js';
-import { runYaml } from './gen-repo.js';
+import { SLURM_BACKENDS as BACKENDS, suspendedRunYaml as suspended } from './gen-repo.js';
 import { fastImport } from './git-fixtures.js';
 import { isolated, median, table } from './lib.js';
 
 const N = Number(process.env.BENCH_RUNS ?? 10_000);
-const BACKENDS = `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: slurm-a}
-spec: {type: slurm, connection: {host: login-a.example.edu}}
----
-apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: slurm-b}
-spec: {type: slurm, connection: {host: login-b.example.edu}}
-`;
-const suspended = (i: number) => runYaml(i).replace('  env:\n', '  suspend: true\n  env:\n');
 
 async function baseline(gitdir: string): Promise<{ ms: number; docs: number }> {
   const t0 = performance.now();

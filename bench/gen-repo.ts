@@ -43,6 +43,22 @@ spec:
   connection: {host: login-${name}.example.edu}
 `;
 
+/** Two SLURM backends the generated runs name (never reached: the runs are suspended). */
+export const SLURM_BACKENDS = `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: slurm-a}
+spec: {type: slurm, connection: {host: login-a.example.edu}}
+---
+apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: slurm-b}
+spec: {type: slurm, connection: {host: login-b.example.edu}}
+`;
+
+/** Run `i` of the sweep, suspended: the controller plans and writes it, nothing executes. */
+export const suspendedRunYaml = (i: number): string =>
+  runYaml(i).replace('  env:\n', '  suspend: true\n  env:\n');
+
 export async function generateRepo(dir: string, runs: number): Promise<void> {
   await mkdir(join(dir, 'runs'), { recursive: true });
   await mkdir(join(dir, 'backends'), { recursive: true });
