@@ -42,6 +42,21 @@ async function dataDir(): Promise<string> {
   return d;
 }
 
+/** Two controllers on one repo, each with its own data dir, both running until the test ends. */
+async function twoRunning(repo: string): Promise<[Controller, Controller]> {
+  const opts = { repo, pollIntervalMs: 100, leaseDurationMs: 6_000 };
+  const a = await Controller.create({ ...opts, dataDir: await dataDir() });
+  const b = await Controller.create({ ...opts, dataDir: await dataDir() });
+  const loops = [a.run(), b.run()];
+  // Cleanups run in reverse: both are stopped, then their loops end.
+  cleanups.push(
+    () => Promise.all(loops),
+    () => a.stop(),
+    () => b.stop(),
+  );
+  return [a, b];
+}
+
 const starts = async (ledger: string) =>
   (await readFile(ledger, 'utf8').catch(() => '')).split('\n').filter(Boolean);
 
@@ -75,16 +90,7 @@ describe('two controllers, one repo', () => {
   it('separate data dirs: when the holder stops, the standby takes over and runs what is new, once', async () => {
     const ledger = join(await dataDir(), 'ledger');
     const wt = await ledgerRepo(ledger);
-    const opts = { repo: wt.dir, pollIntervalMs: 100, leaseDurationMs: 6_000 };
-    const a = await Controller.create({ ...opts, dataDir: await dataDir() });
-    const b = await Controller.create({ ...opts, dataDir: await dataDir() });
-    const loops = [a.run(), b.run()];
-    // Cleanups run in reverse: both are stopped, then their loops end.
-    cleanups.push(
-      () => Promise.all(loops),
-      () => a.stop(),
-      () => b.stop(),
-    );
+    const [a, b] = await twoRunning(wt.dir);
     const leader = await waitFor(() => (a.isLeader() ? a : b.isLeader() ? b : undefined), {
       what: 'one controller to take the lease',
       timeoutMs: 30_000,
@@ -115,16 +121,7 @@ describe('two controllers, one repo', () => {
   it('separate data dirs, both running to the end: every run once, one controller writes', async () => {
     const ledger = join(await dataDir(), 'ledger');
     const wt = await ledgerRepo(ledger);
-    const opts = { repo: wt.dir, pollIntervalMs: 100, leaseDurationMs: 6_000 };
-    const a = await Controller.create({ ...opts, dataDir: await dataDir() });
-    const b = await Controller.create({ ...opts, dataDir: await dataDir() });
-    const loops = [a.run(), b.run()];
-    // Cleanups run in reverse: both are stopped, then their loops end.
-    cleanups.push(
-      () => Promise.all(loops),
-      () => a.stop(),
-      () => b.stop(),
-    );
+    const [a, b] = await twoRunning(wt.dir);
     await waitFor(() => allSucceeded(a) || allSucceeded(b), {
       what: 'every run to succeed',
       timeoutMs: 120_000,
