@@ -4,6 +4,7 @@
  * Kubernetes' syntax for keys and values. What does not parse is refused, naming the requirement
  * (a typo is never "No runs found").
  */
+import { DNS1123_SUBDOMAIN_RE } from '../runtime/names.js';
 import { AdvError, ErrorCode } from '../controller/index.js';
 import { printable } from './output.js';
 
@@ -14,7 +15,6 @@ export interface Requirement {
 }
 
 const NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-const PREFIX = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const HINT =
   'write key=value, key!=value, key or !key, separated by commas (e.g. -l team=ml,size!=big); set-based requirements (in, notin) are not supported';
 
@@ -23,7 +23,7 @@ function keyProblem(key: string): string | undefined {
   const slash = key.indexOf('/');
   const prefix = slash < 0 ? undefined : key.slice(0, slash);
   const name = slash < 0 ? key : key.slice(slash + 1);
-  if (prefix !== undefined && (prefix.length > 253 || !PREFIX.test(prefix)))
+  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN_RE.test(prefix)))
     return `the key prefix ${q(prefix)} is not a DNS-1123 subdomain`;
   if (name.length > 63 || !NAME.test(name))
     return `the key ${q(key)} is not a label key: at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit`;

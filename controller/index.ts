@@ -68,7 +68,7 @@ export type {
   StatusDoc,
 } from './status/types.js';
 export { SPECS_SOURCE, STATUS_DIRS } from './status/types.js';
-export { hasUnsafeChars, printable } from './status/printable.js';
+export { printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { graphOf } from './status/dag-graph.js';
 export type { GraphNode } from './status/dag-graph.js';

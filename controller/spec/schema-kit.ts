@@ -4,18 +4,18 @@
  * folders import this module, never `schema.ts` (which imports the backend registry): that keeps
  * the import graph free of cycles.
  */
+import { DNS1123_SUBDOMAIN_RE } from '../../runtime/names.js';
 import { Type, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
 
 /** DNS-1123 subdomain: lowercase alphanumerics, '-' and '.', starting and ending alphanumeric. */
-export const DNS1123_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
-const SUBDOMAIN_RE = new RegExp(DNS1123_SUBDOMAIN);
+export const DNS1123_SUBDOMAIN = DNS1123_SUBDOMAIN_RE.source;
 /**
  * Whether a string is a valid object name (DNS-1123 subdomain, at most 253 characters): the only
  * names the controller uses as status file names, job names and shell words. A name that fails
  * this is reported by the file it is in, never used as a key.
  */
 export const isObjectName = (name: unknown): name is string =>
-  typeof name === 'string' && name.length > 0 && name.length <= 253 && SUBDOMAIN_RE.test(name);
+  typeof name === 'string' && name.length > 0 && name.length <= 253 && DNS1123_SUBDOMAIN_RE.test(name);
 /** DNS-1123 label: like a subdomain without dots (DAG node ids, partitions-as-names). */
 export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 /** POSIX-portable environment variable name. */

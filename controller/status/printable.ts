@@ -15,11 +15,3 @@ export function printable(text: string): string {
       : `\\u${code.toString(16).padStart(4, '0')}`;
   });
 }
-
-/** Whether the text holds anything `printable` would escape. */
-export function hasUnsafeChars(text: string): boolean {
-  UNSAFE.lastIndex = 0;
-  const found = UNSAFE.test(text);
-  UNSAFE.lastIndex = 0;
-  return found;
-}
