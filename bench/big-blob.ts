@@ -16,7 +16,7 @@ import { Controller } from '../controller/controller.js';
 import { git, NativeGit, runGit } from '../controller/git/native.js';
 import { SLURM_BACKENDS as BACKENDS, suspendedRunYaml as suspended } from './gen-repo.js';
 import { fastImport } from './git-fixtures.js';
-import { median, table } from './lib.js';
+import { median, PASSES_ONLY, table } from './lib.js';
 
 const N = Number(process.env.BENCH_RUNS ?? 100);
 const BLOB_MB = Number(process.env.BENCH_BLOB_MB ?? 50);
@@ -56,9 +56,7 @@ async function firstPass(repo: string, dataDir: string): Promise<number> {
   const c = await Controller.create({
     repo,
     dataDir,
-    resyncIntervalMs: 3_600_000,
-    fetchIntervalMs: 3_600_000,
-    pollIntervalMs: 3_600_000,
+    ...PASSES_ONLY,
   });
   await c.init();
   await c.pass();

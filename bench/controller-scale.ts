@@ -19,7 +19,7 @@ import { git } from '../controller/git/native.js';
 import { commitEdit } from './edit-commit.js';
 import { SLURM_BACKENDS as BACKENDS, suspendedRunYaml as suspended } from './gen-repo.js';
 import { fastImport } from './git-fixtures.js';
-import { isolated, median, table } from './lib.js';
+import { isolated, median, PASSES_ONLY, table } from './lib.js';
 
 const N = Number(process.env.BENCH_RUNS ?? 10_000);
 
@@ -109,9 +109,7 @@ async function main(): Promise<void> {
       c = await Controller.create({
         repo,
         dataDir,
-        resyncIntervalMs: 3_600_000,
-        fetchIntervalMs: 3_600_000,
-        pollIntervalMs: 3_600_000,
+        ...PASSES_ONLY,
       });
       await c.init();
       await c.syncDesired();

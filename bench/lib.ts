@@ -51,3 +51,10 @@ export function table(headers: string[], rows: (string | number)[][]): string {
     ...rows.map((r) => `| ${r.map(fmt).join(' | ')} |`),
   ].join('\n');
 }
+
+/** Controller intervals for a bench that drives passes itself: no timer fetches, polls or resyncs. */
+export const PASSES_ONLY = {
+  resyncIntervalMs: 3_600_000,
+  fetchIntervalMs: 3_600_000,
+  pollIntervalMs: 3_600_000,
+} as const;
