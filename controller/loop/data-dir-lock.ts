@@ -78,7 +78,7 @@ function lockError(dataDir: string, o: { code: number | null; err?: Error }): Ad
     ErrorCode.Conflict,
     `another controller is running on the data dir ${dataDir}${holder(dataDir)}`,
     {
-      hint: 'stop it first, or give this one its own --data-dir (the two then share the work through the lease on the status branch)',
+      hint: 'stop it first; or, on another machine, give this one its own --data-dir: it then stands by and takes over when the first stops renewing its lease',
     },
   );
 }
