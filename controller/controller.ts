@@ -353,7 +353,7 @@ export class Controller {
     if (this.stopped) return;
     this.stopped = true;
     this.sleeper.wake();
-    if (this.controllerId) await this.sync.saveCache();
+    if (this.controllerId) await Promise.all([this.sync.saveCache(), this.desired.saveCache()]);
     await this.leadership.stop();
     await this.adapters.close();
     await this.repo.close();

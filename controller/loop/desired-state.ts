@@ -14,7 +14,13 @@ import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
 import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
 import type { Diagnostic } from '../spec/diagnostic.js';
-import { SpecLoader, type CachedFileEntry, type LoadedDocument, type LoadResult } from '../spec/loader.js';
+import {
+  SpecLoader,
+  type CachedFileEntry,
+  type LoadedDocument,
+  type LoadedObject,
+  type LoadResult,
+} from '../spec/loader.js';
 import {
   isObjectName,
   SCHEMAS,
@@ -94,6 +100,19 @@ export class DesiredState {
     if (entries) this.loader.importCache(entries);
   }
 
+  private cacheDirty = false;
+  private cacheSavedAt = -Infinity;
+
+  /** Persists the parse cache if it changed since it was last written. */
+  async saveCache(): Promise<void> {
+    if (!this.cacheDirty) return;
+    this.cacheDirty = false;
+    this.cacheSavedAt = performance.now();
+    await writeJsonCache(this.cacheFile, this.cacheStamp(), this.loader.exportCache()).catch((e: unknown) =>
+      this.opts.logger.warn({ err: errText(e) }, 'cannot save the spec cache'),
+    );
+  }
+
   /** Loads the specs at `head`; returns the keys whose desired state changed. */
   async load(head: string): Promise<string[]> {
     const commit = await this.git.readCommit(head);
@@ -101,11 +120,10 @@ export class DesiredState {
     const result = await this.loader.sync(
       new GitTreeSource(this.git, commit.tree, this.listings, this.opts.specsPath ?? ''),
     );
-    if (this.loader.parsedFiles !== parsedBefore) {
-      await writeJsonCache(this.cacheFile, this.cacheStamp(), this.loader.exportCache()).catch((e: unknown) =>
-        this.opts.logger.warn({ err: errText(e) }, 'cannot save the spec cache'),
-      );
-    }
+    if (this.loader.parsedFiles !== parsedBefore) this.cacheDirty = true;
+    // Writing 10,000 files' verdicts costs ~150 ms: at most once a minute (and on stop). A cache a
+    // crash left older only means the files changed since are parsed again.
+    if (this.cacheDirty && performance.now() - this.cacheSavedAt > 60_000) await this.saveCache();
     this.head = head;
     const changed = this.take(result);
     this.opts.logger.info(
@@ -121,6 +139,21 @@ export class DesiredState {
     return changed;
   }
 
+  /**
+   * What a document asks for, made once per parsed document: the loader hands back the same object
+   * for a file whose blob did not change, so a commit that changes one file of 10,000 hashes one
+   * spec (its generation), not 10,000.
+   */
+  private readonly desiredOf = new WeakMap<object, DesiredRun | DesiredDag>();
+
+  private memo<T extends DesiredRun | DesiredDag>(o: LoadedObject, make: (o: LoadedObject) => T): T {
+    const known = this.desiredOf.get(o.object) as T | undefined;
+    if (known && known.file === o.file && known.name === o.name) return known;
+    const made = make(o);
+    this.desiredOf.set(o.object, made);
+    return made;
+  }
+
   /** Sorts a load result into the maps; returns the keys whose fingerprint changed. */
   private take(result: LoadResult): string[] {
     const runs = new Map<string, DesiredRun>();
@@ -128,8 +161,8 @@ export class DesiredState {
     this.backends = new Map();
     this.storage = undefined;
     for (const o of result.objects) {
-      if (o.kind === 'Run') runs.set(o.name, desiredRun(o));
-      else if (o.kind === 'DAG') dags.set(o.name, desiredDag(o));
+      if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
+      else if (o.kind === 'DAG') dags.set(o.name, this.memo(o, desiredDag));
       else if (o.kind === 'Backend')
         this.backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
       else if (o.kind === 'Storage') this.storage = (o.object as Storage).spec;
@@ -170,11 +203,7 @@ export class DesiredState {
 
   private changedRuns(): string[] {
     const prints = new Map<string, string>();
-    for (const [n, r] of this.specRuns)
-      prints.set(
-        n,
-        `${r.generation}|${JSON.stringify(r.annotations ?? {})}|${JSON.stringify(r.labels ?? {})}|${r.file}`,
-      );
+    for (const [n, r] of this.specRuns) prints.set(n, printOf(r));
     for (const [n, i] of this.invalidRuns) prints.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
     const changed = diffPrints(prints, this.runPrints).map(runKey);
     this.runPrints = prints;
@@ -183,8 +212,7 @@ export class DesiredState {
 
   private changedDags(): string[] {
     const prints = new Map<string, string>();
-    for (const [n, d] of this.dags)
-      prints.set(n, `${d.generation}|${JSON.stringify(d.labels ?? {})}|${d.file}`);
+    for (const [n, d] of this.dags) prints.set(n, printOf(d));
     for (const [n, i] of this.invalidDags) prints.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
     const changed = diffPrints(prints, this.dagPrints).map(dagKey);
     this.dagPrints = prints;
@@ -258,6 +286,19 @@ function loadErrorOf(d: Diagnostic, kind: string | undefined): LoadError {
     message: d.path ? `${d.path}: ${d.message}` : d.message,
     ...(d.hint ? { fix: d.hint } : {}),
   };
+}
+
+const prints = new WeakMap<DesiredRun | DesiredDag, string>();
+
+/** What makes a desired object "changed": its generation, labels, annotations and file (memoized). */
+function printOf(r: DesiredRun | DesiredDag): string {
+  let p = prints.get(r);
+  if (p === undefined) {
+    const annotations = 'annotations' in r ? JSON.stringify(r.annotations ?? {}) : '';
+    p = `${r.generation}|${annotations}|${JSON.stringify(r.labels ?? {})}|${r.file}`;
+    prints.set(r, p);
+  }
+  return p;
 }
 
 function sameChild(a: DesiredRun, b: DesiredRun): boolean {
