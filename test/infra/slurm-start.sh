@@ -4,6 +4,12 @@
 # between them, a low-priority `debug` partition and a `high` one that preempts it.
 # Needs root and Debian's slurm-wlm + munge. Idempotent: a running cluster is restarted.
 set -euo pipefail
+# The daemons started here outlive this script: they must not inherit its open files (a lock a
+# test runner holds, a pipe a parent waits on), or those would stay held for as long as they run.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] && [ "$fd" != 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
 HOST=$(hostname -s)
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/slurm-stop.sh" >/dev/null 2>&1 || true
