@@ -263,7 +263,7 @@ describe.runIf(available)('the dashboard in Chromium', () => {
       req.on('error', reject);
       req.end();
     });
-    expect(status).toBe(403);
+    expect(status).toBe(421);
   });
 
   it('serves /metrics on the same listener', async () => {

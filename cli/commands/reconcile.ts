@@ -1,6 +1,13 @@
 import type { Command } from 'commander';
 import { readFile } from 'node:fs/promises';
-import { AdvError, ErrorCode, RECONCILE_ANNOTATION } from '../../controller/index.js';
+import { join } from 'node:path';
+import {
+  API_TOKEN_ENV,
+  API_TOKEN_FILE,
+  AdvError,
+  ErrorCode,
+  RECONCILE_ANNOTATION,
+} from '../../controller/index.js';
 import { checkName } from '../names.js';
 import { printable, type Io } from '../output.js';
 import { defaultDataDir, resolveRepo } from '../repo.js';
@@ -9,7 +16,8 @@ import type { RepoOpts } from '../specs-writer.js';
 
 /**
  * `adv reconcile run NAME`: asks a running controller over its API (found through
- * `<data dir>/controller.json`); with none running, commits the reconcile annotation instead.
+ * `<data dir>/controller.json`, with the API token from $ADV_API_TOKEN or `<data dir>/api-token`);
+ * with none running, commits the reconcile annotation instead.
  */
 export function registerReconcile(program: Command, io: Io): void {
   program
@@ -39,21 +47,22 @@ export function registerReconcile(program: Command, io: Io): void {
         alive = false;
       }
       if (alive && info?.url) {
-        const secret = io.env.ADV_WEBHOOK_SECRET;
+        const tokenFile = join(dataDir, API_TOKEN_FILE);
+        const token =
+          io.env[API_TOKEN_ENV]?.trim() ||
+          (await readFile(tokenFile, 'utf8').then(
+            (t) => t.trim(),
+            () => undefined,
+          ));
         const res = await fetch(`${info.url}/api/v1/reconcile/run/${encodeURIComponent(name)}`, {
           method: 'POST',
-          headers: secret ? { authorization: `Bearer ${secret}` } : {},
+          headers: token ? { authorization: `Bearer ${token}` } : {},
         });
         if (!res.ok)
           throw new AdvError(
             ErrorCode.BackendError,
             `controller answered ${res.status}: ${(await res.text()).trim()}`,
-            {
-              hint:
-                res.status === 401
-                  ? "set ADV_WEBHOOK_SECRET to the controller's webhook secret"
-                  : 'check the controller log',
-            },
+            { hint: res.status === 401 ? tokenHint(tokenFile) : 'check the controller log' },
           );
 
         io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
@@ -69,4 +78,13 @@ export function registerReconcile(program: Command, io: Io): void {
         `reconcile run/${name}`,
       );
     });
+}
+
+/** Where the API token comes from, for a 401. */
+function tokenHint(tokenFile: string): string {
+  return (
+    `set ${API_TOKEN_ENV} to the controller's API token: the one it was started with ` +
+    `(--api-token-file, or its ${API_TOKEN_ENV}); with neither it writes one to ${tokenFile} at ` +
+    'start, which adv reconcile reads when run as the same user (pass --data-dir if it is elsewhere)'
+  );
 }

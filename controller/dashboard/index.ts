@@ -11,24 +11,24 @@
  */
 import { ENDED_ATTEMPT_PHASES } from '../status/phases.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isIP } from 'node:net';
 import { attemptPrefix } from '../../runtime/checkpoint.js';
 import type { Controller } from '../controller.js';
-import type { Route } from '../serve.js';
+import { hostAllowed, type Route } from '../serve.js';
 import type { Attempt, RunStatusDoc } from '../status/types.js';
 import { CSS, JS } from './assets.js';
 import { dagView, notFoundView, overviewView, page, runView, type View } from './pages.js';
 
 export { esc, html, Html } from './html.js';
 export { dagSvg, layoutDag } from './svg.js';
+export { hostAllowed } from '../serve.js';
 
 export interface DashboardOptions {
   /** How often pages refresh their data (ms). Default 2000. */
   refreshMs?: number;
   /**
    * Host names (the `Host` header, without port) the dashboard answers besides `localhost` and IP
-   * addresses; `*` for any. The default refuses other names, which defeats DNS rebinding (a web
-   * page making your browser read the dashboard through a name it controls).
+   * addresses; `*` for any (see `hostAllowed`). `serve` checks the same for every route when given
+   * its `allowedHosts`; this check keeps the dashboard safe on a listener that does not.
    */
   allowedHosts?: readonly string[];
   now?: () => number;
@@ -47,15 +47,6 @@ const SECURITY_HEADERS = {
 };
 
 const NAME = /^[a-z0-9][a-z0-9.-]{0,252}$/;
-
-/** Whether the request's Host is one the dashboard answers (see DashboardOptions.allowedHosts). */
-export function hostAllowed(host: string | undefined, allowed: readonly string[] = []): boolean {
-  if (!host) return true; // HTTP/1.0 without Host: no browser sends that
-  if (allowed.includes('*')) return true;
-  if (host.startsWith('[')) return true; // an IPv6 literal
-  const name = host.replace(/:\d+$/, '').toLowerCase();
-  return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || allowed.includes(name);
-}
 
 export interface LogChunk {
   attempt: number;
@@ -188,7 +179,7 @@ function refuseOrRedirect(
   if (!hostAllowed(req.headers.host, allowedHosts)) {
     send(
       res,
-      403,
+      421,
       TEXT,
       `the dashboard answers only localhost and IP addresses, not Host ${req.headers.host}: ` +
         'reach it through an SSH tunnel, or have your proxy send the upstream address as Host\n',
