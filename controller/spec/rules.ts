@@ -46,12 +46,19 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
       break;
     case 'DAG':
       dagRules(c, obj as Dag);
+      dagDefaultsEnvRules(c, obj as Dag);
       break;
     case 'Backend':
       backendRules(c, obj as Backend, backends);
+      nulRules(c, { ...(obj as Backend).spec, setup: undefined }, ['spec']);
+      optionLikeRules(c, obj as Backend);
+      (obj as Backend).spec.setup?.forEach((s, i) =>
+        jobVariableRule(c, ['spec', 'setup', i], `ADV_SETUP_${i}=${s}`, 'setup step'),
+      );
       break;
     case 'Storage':
       storageRules(c, obj as Storage);
+      nulRules(c, (obj as Storage).spec, ['spec']);
       break;
   }
   return c.out;
@@ -89,6 +96,8 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
   pathRules(c, spec, base);
   reservedEnvRules(c, spec, base);
   secretRules(c, spec, base);
+  derivedVariableRules(c, spec, base);
+  nulRules(c, spec.code?.path, [...base, 'code', 'path']);
   selectorRules(c, spec.backendSelector, base);
   if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
 }
@@ -195,6 +204,104 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
   }
 }
 
+/**
+ * One `NAME=value` a job gets in its environment besides `env`'s: a setup step (`ADV_SETUP_<i>`),
+ * the parallelism plan (`ADV_PARALLELISM`), a DAG default. The same limits as a variable of `env`:
+ * no NUL byte, no more than MAX_ARG_BYTES.
+ */
+function jobVariableRule(c: Collector, path: Path, text: string, what: string): void {
+  const nul = text.indexOf('\0');
+  const bytes = Buffer.byteLength(text);
+  if (nul >= 0)
+    c.error(
+      'NulByte',
+      path,
+      `the ${what} holds a NUL byte (at character ${nul}): it travels as an environment variable, which cannot hold one`,
+      'remove the \\0 escape from the string',
+    );
+  else if (bytes > MAX_ARG_BYTES)
+    c.error(
+      'ArgumentTooLarge',
+      path,
+      `the ${what} takes ${bytes} bytes as an environment variable; Linux refuses one over ${MAX_ARG_BYTES} (E2BIG)`,
+      'put large data in a file in the code tree or the object store and pass its path',
+    );
+}
+
+/**
+ * No string of `value` (walked through arrays and objects) holds a NUL byte: host names, users, key
+ * files, paths and store settings all end up as arguments, paths or variables, none of which can.
+ */
+function nulRules(c: Collector, value: unknown, path: Path): void {
+  if (typeof value === 'string') {
+    const nul = value.indexOf('\0');
+    if (nul >= 0)
+      c.error(
+        'NulByte',
+        path,
+        `the value holds a NUL byte (at character ${nul}): no path, argument or variable can hold one`,
+        'remove the \\0 escape from the string',
+      );
+  } else if (Array.isArray(value)) value.forEach((v, i) => nulRules(c, v, [...path, i]));
+  else if (value && typeof value === 'object')
+    for (const [k, v] of Object.entries(value)) nulRules(c, v, [...path, k]);
+}
+
+/**
+ * A Backend's host and remote paths reach `ssh -G`, `mkdir -p`, `dirname` and friends as operands:
+ * one starting with `-` would be read as an option there (and fail the job, or worse).
+ */
+function optionLikeRules(c: Collector, b: Backend): void {
+  const values: [Path, string | undefined][] = [
+    [['spec', 'connection', 'host'], b.spec.connection?.host],
+    [['spec', 'connection', 'proxyJump'], b.spec.connection?.proxyJump?.replace(/^[^@]*@/, '')],
+    [['spec', 'paths', 'root'], b.spec.paths?.root],
+    [['spec', 'paths', 'work'], b.spec.paths?.work],
+  ];
+  for (const [path, v] of values)
+    if (v?.startsWith('-'))
+      c.error(
+        'OptionLikeValue',
+        path,
+        `${formatPath(path.slice(1))} starts with "-": the commands it is passed to would read it as an option`,
+        'use a host name or an absolute path (or one under ~/)',
+      );
+}
+
+/** Setup steps and the parallelism plan reach the job as variables: they must fit in one. */
+function derivedVariableRules(c: Collector, spec: RunSpec, base: Path): void {
+  spec.setup?.forEach((s, i) =>
+    jobVariableRule(c, [...base, 'setup', i], `ADV_SETUP_${i}=${s}`, 'setup step'),
+  );
+  if (spec.parallelism)
+    jobVariableRule(
+      c,
+      [...base, 'parallelism'],
+      `ADV_PARALLELISM=${JSON.stringify(spec.parallelism)}`,
+      'parallelism plan (ADV_PARALLELISM)',
+    );
+}
+
+/**
+ * `defaults.env` reaches every node like a node's own `env`, so it gets the same rules: no name
+ * reserved for AdventureTime (an `ADV_INPUTS` or `ADV_WORKDIR` there would steer where a node reads
+ * and writes), and values a process can be given.
+ */
+function dagDefaultsEnvRules(c: Collector, dag: Dag): void {
+  for (const [name, value] of Object.entries(dag.spec.defaults?.env ?? {})) {
+    const path = ['spec', 'defaults', 'env', name];
+    if (name.startsWith('ADV_'))
+      c.error(
+        'ReservedEnv',
+        path,
+        `"${name}" is reserved for AdventureTime`,
+        'rename it (names starting with ADV_ are set by adv exec)',
+        true,
+      );
+    jobVariableRule(c, path, `${name}=${value}`, 'variable');
+  }
+}
+
 function reservedEnvRules(c: Collector, spec: RunSpec, base: Path): void {
   for (const name of Object.keys(spec.env ?? {})) {
     if (name.startsWith('ADV_')) {
@@ -209,7 +316,7 @@ function reservedEnvRules(c: Collector, spec: RunSpec, base: Path): void {
   }
 }
 
-/** Each secret is listed once, and never also given a plain value in `env`. */
+/** Each secret is listed once, is not one of the controller's own, and has no plain value in `env`. */
 function secretRules(c: Collector, spec: RunSpec, base: Path): void {
   const secrets = spec.secrets ?? [];
   secrets.forEach((s, i) => {
@@ -219,6 +326,13 @@ function secretRules(c: Collector, spec: RunSpec, base: Path): void {
         [...base, 'secrets', i],
         `secret "${s}" is listed twice`,
         'remove the duplicate',
+      );
+    if (s.startsWith('ADV_'))
+      c.error(
+        'ReservedSecret',
+        [...base, 'secrets', i],
+        `"${s}" is one of the controller's own settings or credentials (ADV_*): no spec may ask for it`,
+        'give the job its own credential under another name',
       );
     if (spec.env && s in spec.env) {
       c.error(
@@ -576,6 +690,15 @@ function backendRules(c: Collector, b: Backend, list: BackendList): void {
       `add "${block}:" (see adv schema Backend)`,
     );
   }
+  (spec.passEnv ?? []).forEach((name, i) => {
+    if (name.startsWith('ADV_'))
+      c.error(
+        'ReservedEnv',
+        ['spec', 'passEnv', i],
+        `"${name}" is one of the controller's own settings or credentials (ADV_*): no job may be given it`,
+        'remove it from passEnv',
+      );
+  });
   for (const other of list) {
     const theirs = other.settings?.block;
     if (theirs && theirs !== block && blocks[theirs] !== undefined) {

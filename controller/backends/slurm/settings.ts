@@ -108,8 +108,48 @@ export const slurmSettings = {
   ),
 } as const;
 
-/** A partition listed twice is a mistake (which of its settings would count?). */
+/**
+ * What a path may not hold to be written into an `#SBATCH --output=` line: a line break would end
+ * the directive and run the rest as the batch script's own shell code; a space, quote, `#` or `%`
+ * would make sbatch read another path than the one meant.
+ */
+// eslint-disable-next-line no-control-regex
+const SBATCH_UNSAFE = /[\u0000-\u0020\u007f-\u009f\u2028\u2029"'\\#%]/u;
+/** `--constraint` syntax: features joined by `&`, `|`, `,`, with `[ ]`, `( )`, `*count` and `!`. */
+const CONSTRAINT = /^[A-Za-z0-9_.,:&|*!()[\]-]+$/;
+
+const codePoint = (ch: string): string =>
+  `U+${ch.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+
+/**
+ * Values written unquoted into `#SBATCH` lines (the paths of the job dir, `--constraint`) fit in
+ * one line and mean one thing to sbatch: anything else would end the directive and run as the batch
+ * script's own shell code, or point sbatch at something else.
+ */
+function sbatchLineRules(spec: BackendObject['spec'], report: RuleReport): void {
+  for (const field of ['root', 'work'] as const) {
+    const bad = spec.paths?.[field]?.match(SBATCH_UNSAFE)?.[0];
+    if (bad !== undefined)
+      report(
+        'SbatchUnsafeValue',
+        ['spec', 'paths', field],
+        `paths.${field} holds ${codePoint(bad)}, which cannot be written into the #SBATCH --output line of a job`,
+        'use a path without spaces, quotes, line breaks, "#", "%" or "\\"',
+      );
+  }
+  const constraint = spec.slurm?.sbatchDefaults?.constraint;
+  if (constraint !== undefined && !CONSTRAINT.test(constraint))
+    report(
+      'SbatchUnsafeValue',
+      ['spec', 'slurm', 'sbatchDefaults', 'constraint'],
+      'constraint is not a SLURM feature expression: it would be written into an #SBATCH line as is',
+      'write features joined by "&", "|" or ",", e.g. "a100&ib" or "[rack1|rack2]" (no spaces, quotes or line breaks)',
+    );
+}
+
+/** A partition listed twice is a mistake (which of its settings would count?); #SBATCH values fit a line. */
 export function slurmRules(spec: BackendObject['spec'], report: RuleReport): void {
+  sbatchLineRules(spec, report);
   const parts = spec.slurm?.partitions ?? [];
   parts.forEach((p, i) => {
     if (parts.findIndex((q) => q.name === p.name) !== i)
