@@ -229,7 +229,9 @@ Examples:
                 ? renderTable(headers, rows, phaseStyle(colours(io.stdout, io.env)))
                 : `No ${kind} found.\n`,
             );
-          warnLoadErrors(r.store.get<SourceStatusDoc>('Source', SPECS_SOURCE), r.repo.statusBranch, io);
+          const source = r.store.get<SourceStatusDoc>('Source', SPECS_SOURCE);
+          warnLoadErrors(source, r.repo.statusBranch, io);
+          warnNotVerified(source, r.repo.statusBranch, io);
           if (!opts.watch) return;
 
           // Watch: when the status branch moves, print the objects whose row changed (kubectl -w).
@@ -288,5 +290,18 @@ function warnLoadErrors(source: SourceStatusDoc | undefined, branch: string, io:
     printable(
       `warning: ${n} error${n === 1 ? '' : 's'} in the specs repo that no run shows, first ${first.file}:${first.line}: ${first.message}`,
     ) + `\n  (all of them: git show ${branch}:sources/specs.yaml, or adv validate)\n`,
+  );
+}
+
+/**
+ * With `--trusted-signers`, a watched-branch head the controller refused (unsigned, an unknown key,
+ * a bad signature, a rollback) is on no run's row either: say which commit and why, the same way.
+ */
+function warnNotVerified(source: SourceStatusDoc | undefined, branch: string, io: Io): void {
+  const c = source?.status.conditions.find((x) => x.type === 'Verified');
+  if (!c || c.status !== 'False') return;
+  io.stderr.write(
+    printable(`warning: the watched branch's head is not acted on (${c.reason}): ${c.message}`) +
+      `\n  (git show ${branch}:sources/specs.yaml)\n`,
   );
 }

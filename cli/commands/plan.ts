@@ -2,17 +2,21 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import {
   AdvError,
+  CommitVerifier,
   ErrorCode,
   GitTreeSource,
+  SPECS_SOURCE,
   SpecsRepo,
   StatusWriter,
   TreeListingCache,
   backendInfoOf,
+  checkTrustedSigners,
   loadSpecs,
   nodeRunSpec,
   planChanges,
   resolveCodeRefs,
   storeTarget,
+  verifyHead,
   type Backend,
   type Dag,
   type DagStatusDoc,
@@ -21,7 +25,9 @@ import {
   type Run,
   type RunPlanItem,
   type RunStatusDoc,
+  type SourceStatusDoc,
   type Storage,
+  type Verdict,
 } from '../../controller/index.js';
 import { ExitCode } from '../exit.js';
 import { colours, printable, safe, type Io } from '../output.js';
@@ -57,6 +63,10 @@ export function registerPlan(program: Command, io: Io): void {
       'status branch (default adventuretime/status; origin/… is used when present)',
     )
     .option('--path <dir>', 'only specs under this folder')
+    .option(
+      '--trusted-signers <file>',
+      "the controller's allowed_signers file: also say whether it would act on HEAD (signed by a trusted key, no rollback)",
+    )
     .addOption(
       new Option('-o, --output <format>', 'output format')
         .choices(['text', 'markdown', 'json'])
@@ -65,11 +75,13 @@ export function registerPlan(program: Command, io: Io): void {
     .addHelpText(
       'after',
       `
-Exit codes: 0 the plan is made (with or without changes), 1 HEAD has invalid specs, 4 git failed.
+Exit codes: 0 the plan is made (with or without changes), 1 HEAD has invalid specs (or, with
+--trusted-signers, the controller would not act on HEAD), 4 git failed.
 
 Examples:
   adv plan                                   # this branch against main
-  adv plan --base origin/main --head HEAD -o markdown > plan.md   # for a pull-request comment`,
+  adv plan --base origin/main --head HEAD -o markdown > plan.md   # for a pull-request comment
+  adv plan --trusted-signers allowed_signers   # would the controller act on HEAD once pushed?`,
     )
     .action(
       async (opts: {
@@ -80,7 +92,9 @@ Examples:
         statusBranch?: string;
         path?: string;
         output: string;
+        trustedSigners?: string;
       }) => {
+        const signers = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
         const dir = await resolveRepo(opts.repo, io.cwd);
         const repo = await SpecsRepo.open({ repo: dir, dataDir: cacheDirFor(dir, io.env) });
         try {
@@ -112,6 +126,11 @@ Examples:
             : `refs/heads/${statusBranch}`;
           const status = new StatusWriter(git, statusRef, { name: 'adv', email: 'adv@localhost' });
           if (await git.resolveRef(statusRef)) await status.load();
+          // As the controller would judge HEAD pushed to the branch: against the last commit it acted on.
+          const anchor = status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.verified?.commit;
+          const verdict = signers
+            ? await verifyHead(new CommitVerifier(signers, git.gitdir), head, anchor)
+            : undefined;
 
           const backends = h.objects
             .filter((o) => o.kind === 'Backend')
@@ -146,11 +165,16 @@ Examples:
           });
           const text =
             opts.output === 'json'
-              ? JSON.stringify(report, null, 2) + '\n'
+              ? JSON.stringify(verdict ? { ...report, verification: verdict } : report, null, 2) + '\n'
               : opts.output === 'markdown'
-                ? renderMarkdown(report, baseRef, opts.head)
-                : renderText(report, baseRef, opts.head, colours(io.stdout, io.env));
+                ? renderMarkdown(report, baseRef, opts.head, verdict)
+                : renderText(report, baseRef, opts.head, colours(io.stdout, io.env), verdict);
           io.stdout.write(text);
+          if (verdict && !verdict.ok)
+            throw new AdvError(ErrorCode.SpecInvalid, `the controller would not act on ${opts.head}`, {
+              exitCode: ExitCode.Invalid,
+              quiet: true,
+            });
           if (report.errors.length)
             throw new AdvError(ErrorCode.SpecInvalid, 'the plan found invalid specs', {
               exitCode: ExitCode.Invalid,
@@ -161,6 +185,16 @@ Examples:
         }
       },
     );
+}
+
+/** Whether the controller would act on HEAD, and if not why and what to do: first line a verdict. */
+function signatureLines(v: Verdict): string[] {
+  if (v.ok) return [`Signature: accepted — ${v.message}.`];
+  return [
+    `Signature: refused (${v.reason}) — the controller would not act on this commit.`,
+    v.message,
+    ...(v.fix ? [`fix: ${v.fix}`] : []),
+  ];
 }
 
 function counts(r: PlanReport): string {
@@ -191,8 +225,19 @@ function detail(x: RunPlanItem): string {
 }
 
 /** The plan for a terminal: every name, path and message from the specs is made printable. */
-export function renderText(r: PlanReport, base: string, head: string, c: ReturnType<typeof colours>): string {
+export function renderText(
+  r: PlanReport,
+  base: string,
+  head: string,
+  c: ReturnType<typeof colours>,
+  verdict?: Verdict,
+): string {
   const out = [safe`Plan: ${head} (${r.head.slice(0, 10)}) merged into ${base} (${r.base.slice(0, 10)})`, ''];
+  if (verdict)
+    out.push(
+      ...signatureLines(verdict).map((l, i) => (verdict.ok ? c.green : c.red)(printable(i ? `  ${l}` : l))),
+      '',
+    );
   const colour = (x: RunPlanItem) =>
     x.change === 'start'
       ? c.green
@@ -231,13 +276,17 @@ const code = (s: string) => '`' + printable(s.replace(/\n/g, ' ')).replace(/`/g,
 /** In a table, a pipe ends the cell even inside inline code. */
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 
-export function renderMarkdown(r: PlanReport, base: string, head: string): string {
+export function renderMarkdown(r: PlanReport, base: string, head: string, verdict?: Verdict): string {
   const out = [
     `### AdventureTime plan`,
     '',
     `${code(head)} (${r.head.slice(0, 10)}) merged into ${code(base)} (${r.base.slice(0, 10)}): **${counts(r)}**.`,
     '',
   ];
+  if (verdict) {
+    const [first, ...rest] = signatureLines(verdict);
+    out.push(`**${md(first!)}**`, ...rest.map((l) => `- ${md(l)}`), '');
+  }
   if (r.runs.length) {
     out.push('| | run | change | details | file |', '|---|---|---|---|---|');
     for (const x of r.runs)

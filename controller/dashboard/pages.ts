@@ -262,6 +262,27 @@ function loadErrorsSection(source: SourceStatusDoc | undefined): View['sections'
   ];
 }
 
+/** With trusted signers: the commit acted on, or which head was refused and why (`Verified`). */
+function verificationSection(source: SourceStatusDoc | undefined): View['sections'] {
+  const c = source?.status.conditions.find((x) => x.type === 'Verified');
+  if (!c) return [];
+  const acted = source?.status.verified;
+  return [
+    {
+      id: 'verification',
+      body:
+        c.status === 'True'
+          ? html`<p class="muted" data-verified="True">
+              Signed commits only: acting on ${acted?.commit ?? '-'}, signed by ${acted?.signer ?? '-'}.
+            </p>`
+          : html`<h2 class="error">
+                The watched branch's head is not acted on <span class="muted">(${c.reason})</span>
+              </h2>
+              <p data-verified="False">${c.message}</p>`,
+    },
+  ];
+}
+
 export function overviewView(c: Controller, now: number): View {
   const runs = statusDocs(c, 'Run', (n) => c.view.runStatus(n));
   const dags = statusDocs(c, 'DAG', (n) => c.view.dagStatus(n));
@@ -271,6 +292,7 @@ export function overviewView(c: Controller, now: number): View {
   return {
     title: 'AdventureTime',
     sections: [
+      ...verificationSection(source),
       ...loadErrorsSection(source),
       {
         id: 'runs',

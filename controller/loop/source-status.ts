@@ -3,10 +3,15 @@
  * loaded, by file and line, so `adv get`, the dashboard and `/metrics` can say it, and
  * `git log adventuretime/status` shows when a bad file arrived and when it was fixed. Written only
  * when the set of errors changes: a spec commit that changes nothing here writes nothing.
+ *
+ * With `--trusted-signers` it also says whether the watched branch's head is acted on: the
+ * `Verified` condition, the last verified commit acted on and the head refused (verified-head.ts).
  */
+import type { Verdict } from '../git/signatures.js';
 import {
   ConditionType,
   Reason,
+  removeCondition,
   setCondition,
   SPECS_SOURCE,
   type LoadError,
@@ -71,12 +76,81 @@ export function stageSourceStatus(
     apiVersion: 'adventuretime.dev/v1alpha1',
     kind: 'SourceStatus',
     metadata: { name: SPECS_SOURCE },
-    status: { conditions, since: specCommit, errorCount: errors.length, errors: kept },
+    status: { ...prev?.status, conditions, since: specCommit, errorCount: errors.length, errors: kept },
   };
   return status.stage('Source', SPECS_SOURCE, doc, {
     summary: errors.length
       ? `source/${SPECS_SOURCE}: ${errors.length} load error${errors.length === 1 ? '' : 's'} (${first!.file}:${first!.line} ${first!.code})`
       : `source/${SPECS_SOURCE}: every spec file loads`,
     trailers: [['Spec-Commit', specCommit]],
+  });
+}
+
+/** What the gate decided about the watched branch's head, and the commit it acts on. */
+export interface Verification {
+  verdict: Verdict;
+  /** The last verified commit acted on (the head itself when it verified). */
+  verified: { commit: string; signer: string } | undefined;
+}
+
+const shortId = (commit: string): string => commit.slice(0, 12);
+
+/**
+ * Stages the `Verified` condition (undefined: signatures are not checked, and any condition left
+ * from when they were is removed); false when nothing changed.
+ */
+export function stageVerification(status: StatusWriter, v: Verification | undefined, now: number): boolean {
+  const prev = status.get<SourceStatusDoc>('Source', SPECS_SOURCE);
+  if (!v) {
+    if (!prev || !prev.status.conditions.some((c) => c.type === ConditionType.Verified)) return false;
+    const { verified: _verified, refused: _refused, ...rest } = prev.status;
+    const conditions = removeCondition(prev.status.conditions, ConditionType.Verified);
+    // A document that said nothing else goes: no status file for a repo that always loaded.
+    const empty = conditions.length === 0 && rest.errorCount === 0;
+    return status.stage('Source', SPECS_SOURCE, empty ? null : { ...prev, status: { ...rest, conditions } }, {
+      summary: `source/${SPECS_SOURCE}: signatures are no longer checked`,
+      trailers: [],
+    });
+  }
+  const { verdict: head, verified } = v;
+  const acting = verified
+    ? `acting on ${verified.commit}, the last verified commit`
+    : 'nothing is acted on until a commit signed by a trusted key is pushed';
+  const conditions = setCondition(
+    prev?.status.conditions ?? [],
+    head.ok
+      ? { type: ConditionType.Verified, status: 'True', reason: Reason.TrustedSigner, message: head.message }
+      : {
+          type: ConditionType.Verified,
+          status: 'False',
+          reason: head.reason ?? Reason.VerificationError,
+          message: `${head.message}; ${acting}.${head.fix ? ` Fix: ${head.fix}` : ''}`,
+        },
+    new Date(now).toISOString(),
+  );
+  const {
+    verified: _v,
+    refused: _r,
+    conditions: _c,
+    ...rest
+  } = prev?.status ?? { errorCount: 0, errors: [] };
+  const doc: SourceStatusDoc = {
+    apiVersion: 'adventuretime.dev/v1alpha1',
+    kind: 'SourceStatus',
+    metadata: { name: SPECS_SOURCE },
+    status: {
+      conditions,
+      ...rest,
+      ...(verified ? { verified } : {}),
+      ...(head.ok
+        ? {}
+        : { refused: { commit: head.commit, reason: head.reason ?? Reason.VerificationError } }),
+    },
+  };
+  return status.stage('Source', SPECS_SOURCE, doc, {
+    summary: head.ok
+      ? `source/${SPECS_SOURCE}: ${shortId(head.commit)} verified, signed by ${head.signer}`
+      : `source/${SPECS_SOURCE}: ${shortId(head.commit)} not acted on (${head.reason})`,
+    trailers: [[head.ok ? 'Verified-Commit' : 'Refused-Commit', head.commit]],
   });
 }

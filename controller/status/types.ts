@@ -49,6 +49,11 @@ export const ConditionType = {
    * retry on a timer, and it is not counted against the backend. Removed once nothing stalls the run.
    */
   Stalled: 'Stalled',
+  /**
+   * (Source, with `--trusted-signers`) The watched branch's head is signed by a trusted key and
+   * descends from the last verified commit acted on. False: it is not acted on (loop/verified-head.ts).
+   */
+  Verified: 'Verified',
 } as const;
 
 /** Reasons, as constants so tests and users can match on them. */
@@ -85,6 +90,18 @@ export const Reason = {
   LoadFailed: 'LoadFailed',
   /** (Source) Every document loaded. */
   Loaded: 'Loaded',
+  /** (Source) The head is signed by a key of the trusted signers file. */
+  TrustedSigner: 'TrustedSigner',
+  /** (Source) The head carries no signature. */
+  Unsigned: 'Unsigned',
+  /** (Source) The head is signed, but not by a key of the trusted signers file (or not by SSH). */
+  UntrustedSigner: 'UntrustedSigner',
+  /** (Source) The head's signature does not match its content. */
+  BadSignature: 'BadSignature',
+  /** (Source) The head does not descend from the last verified commit acted on: a rollback. */
+  NotDescendant: 'NotDescendant',
+  /** (Source) The signature could not be checked (ssh-keygen missing, the file unreadable). */
+  VerificationError: 'VerificationError',
 } as const;
 
 /** One aspect of a status, Kubernetes-style: True, False or Unknown, with the reason why. */
@@ -266,6 +283,10 @@ export interface SourceStatusDoc {
     errorCount: number;
     /** By file and line: the first few of each file, at most a few hundred (all are counted). */
     errors: LoadError[];
+    /** With `--trusted-signers`: the last commit of the watched branch that verified and was acted on. */
+    verified?: { commit: string; signer: string };
+    /** With `--trusted-signers`: the head that was not acted on, and why (see the `Verified` condition). */
+    refused?: { commit: string; reason: string };
   };
 }
 

@@ -1,0 +1,181 @@
+/**
+ * Signed commits, as Flux's `verify` and Argo CD's signature verification: with
+ * `--trusted-signers FILE` the controller acts only on a watched-branch head that is signed by a
+ * key of that file (git/signatures.ts) and descends from the last verified commit it acted on (the
+ * *anchor*). Anything else — unsigned, an unknown key, a bad signature, a force-push back to older
+ * history — changes nothing: the desired state stays the anchor's, while running attempts go on
+ * being observed and recorded.
+ *
+ * The anchor is kept in the data dir, which only this controller writes: the status branch can be
+ * rewritten by anyone who can push to the specs repo and is not signed, so it cannot be what stops
+ * a rollback. It is also recorded on the status branch (`sources/specs.yaml`, `status.verified`),
+ * from where a controller taking over adopts it — only forward (a descendant of its own anchor)
+ * and only a commit signed by a trusted key, so a rewritten status branch never moves it back.
+ */
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { AdvError, ErrorCode } from '../errors.js';
+import { CommitVerifier, verifyHead, type Verdict } from '../git/signatures.js';
+import type { SpecsRepo } from '../git/specs-repo.js';
+import { Reason, SPECS_SOURCE, type SourceStatusDoc } from '../status/types.js';
+import { errText } from './observer.js';
+import type { RepoSync } from './repo-sync.js';
+import { stageVerification } from './source-status.js';
+
+/** A verified commit the controller acted on. */
+export interface Anchor {
+  commit: string;
+  signer: string;
+}
+
+const isObjectId = (s: string): boolean => /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(s);
+
+const ANCHOR_FILE = 'verified-head.json';
+
+/** The anchor as the data dir holds it; undefined when there is none (or it is unreadable). */
+async function readAnchor(dataDir: string, logger: Logger): Promise<Anchor | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dataDir, ANCHOR_FILE), 'utf8');
+  } catch {
+    return undefined;
+  }
+  try {
+    const a = JSON.parse(text) as Partial<Anchor> | null;
+    if (a && typeof a.commit === 'string' && isObjectId(a.commit) && typeof a.signer === 'string')
+      return { commit: a.commit, signer: a.signer };
+  } catch {
+    // reported below
+  }
+  logger.error(
+    { file: join(dataDir, ANCHOR_FILE) },
+    'the last verified commit record is unreadable: ignoring it',
+  );
+  return undefined;
+}
+
+/** The gate between the watched branch and the desired state (see the top of this file). */
+export class VerifiedHead {
+  private readonly verifier: CommitVerifier | undefined;
+  private anchor: Anchor | undefined;
+  private anchorRead = false;
+  /** The status branch's record last looked at, so one not adopted is not looked at every pass. */
+  private recordSeen: string | undefined;
+  private last: Verdict | undefined;
+
+  constructor(
+    repo: SpecsRepo,
+    private readonly sync: RepoSync,
+    private readonly o: { trustedSigners?: string; dataDir: string; logger: Logger; now: () => number },
+  ) {
+    this.verifier = o.trustedSigners ? new CommitVerifier(o.trustedSigners, repo.git.gitdir) : undefined;
+  }
+
+  /**
+   * The commit whose desired state is acted on, given the watched branch's head: the head when it
+   * verifies, else the last verified commit acted on (undefined: none yet). Stages the `Verified`
+   * condition; with nothing to act on it commits it at once, so the status says why.
+   */
+  async select(head: string | undefined): Promise<string | undefined> {
+    if (!this.verifier) {
+      // Without trusted signers any head is acted on: a Verified condition or a last verified
+      // commit left by an earlier run would be stale (and would refuse a later, legitimate history).
+      stageVerification(this.sync.status, undefined, this.o.now());
+      if (!this.anchorRead) await rm(join(this.o.dataDir, ANCHOR_FILE), { force: true });
+      this.anchorRead = true;
+      return head;
+    }
+    if (!head) return undefined;
+    if (!this.anchorRead) {
+      this.anchor = await readAnchor(this.o.dataDir, this.o.logger);
+      this.anchorRead = true;
+    }
+    await this.adoptRecorded(this.verifier);
+    const v = await this.judge(this.verifier, head);
+    this.report(v);
+    if (v.ok && head !== this.anchor?.commit) await this.moveAnchor({ commit: head, signer: v.signer ?? '' });
+    stageVerification(this.sync.status, { verdict: v, verified: this.anchor }, this.o.now());
+    if (!this.anchor) {
+      await this.sync.commit(undefined);
+      await this.sync.publish();
+    }
+    return this.anchor?.commit;
+  }
+
+  /** Why nothing is acted on: the head was refused and nothing verified before; else why there is no head. */
+  noSpecsError(): AdvError {
+    const v = this.last;
+    if (!v || v.ok || this.anchor) return this.sync.noSpecsError();
+    return new AdvError(ErrorCode.SpecInvalid, `not acting on the watched branch: ${v.message}`, {
+      reason: v.reason,
+      commit: v.commit,
+      ...(v.fix ? { hint: v.fix } : {}),
+    });
+  }
+
+  private async judge(verifier: CommitVerifier, head: string): Promise<Verdict> {
+    try {
+      return await verifyHead(verifier, head, this.anchor?.commit);
+    } catch (e) {
+      // Not cached: checked again next pass (ssh-keygen installed, the file restored).
+      const hint = e instanceof AdvError && typeof e.data.hint === 'string' ? e.data.hint : undefined;
+      return {
+        commit: head,
+        ok: false,
+        reason: Reason.VerificationError,
+        message: `cannot check the signature of commit ${head}: ${errText(e)}`,
+        ...(hint ? { fix: hint } : {}),
+      };
+    }
+  }
+
+  /**
+   * A controller that took the status branch over adopts the anchor its previous holder recorded:
+   * only forward (a descendant of its own) and only a commit signed by a trusted key.
+   */
+  private async adoptRecorded(verifier: CommitVerifier): Promise<void> {
+    const rec = this.sync.status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.verified?.commit;
+    if (!rec || rec === this.anchor?.commit || rec === this.recordSeen) return;
+    this.recordSeen = rec;
+    try {
+      const v = await verifier.verify(rec);
+      if (v.ok && (!this.anchor || (await verifier.descends(this.anchor.commit, rec)))) {
+        this.o.logger.info({ commit: rec }, 'adopted the last verified commit the status branch records');
+        await this.moveAnchor({ commit: rec, signer: v.signer ?? '' });
+        return;
+      }
+      this.o.logger.warn(
+        { commit: rec, anchor: this.anchor?.commit, err: v.message },
+        'the status branch records a last verified commit that is not signed by a trusted key or is older than ours: ignored',
+      );
+    } catch (e) {
+      this.o.logger.warn(
+        { commit: rec, err: errText(e) },
+        'cannot check the status branch record of the last verified commit',
+      );
+    }
+  }
+
+  /** Written before anything is acted on: a restart never forgets what it verified. */
+  private async moveAnchor(a: Anchor): Promise<void> {
+    const file = join(this.o.dataDir, ANCHOR_FILE);
+    const tmp = `${file}.tmp-${process.pid}`;
+    await writeFile(tmp, JSON.stringify(a) + '\n');
+    await rename(tmp, file);
+    this.anchor = a;
+  }
+
+  /** Logs transitions only: a head refused for an hour is one line, not one per pass. */
+  private report(v: Verdict): void {
+    const prev = this.last;
+    this.last = v;
+    if (prev && prev.commit === v.commit && prev.ok === v.ok && prev.reason === v.reason) return;
+    if (v.ok) this.o.logger.info({ commit: v.commit, signer: v.signer }, 'watched branch head verified');
+    else
+      this.o.logger.warn(
+        { commit: v.commit, reason: v.reason, acting: this.anchor?.commit ?? null, fix: v.fix },
+        `not acting on the watched branch head: ${v.message}`,
+      );
+  }
+}
