@@ -15,6 +15,7 @@ const BENCHES: Record<string, string> = {
   recovery: './recovery.ts',
   dag: './dag.ts',
   'big-blob': './big-blob.ts',
+  redact: './redact.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

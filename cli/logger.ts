@@ -12,6 +12,24 @@ function printableDeep(v: unknown): unknown {
 }
 
 /**
+ * Fields no log line carries a value of, at the top level or one level down: a job's environment
+ * and secrets, tokens, authorization headers, passwords. Values are never logged on purpose; this
+ * is the net under that rule.
+ */
+export const LOG_REDACT_PATHS = [
+  ...['token', 'secret', 'secrets', 'secretEnv', 'apiToken', 'password', 'authorization', 'apiKey'].flatMap(
+    (k) => [k, `*.${k}`],
+  ),
+  'env.*',
+  '*.env.*',
+  'secretEnv.*',
+  '*.secretEnv.*',
+  'headers.authorization',
+  '*.headers.authorization',
+  '*.headers.cookie',
+];
+
+/**
  * JSON logs to stderr; human-readable ones when stderr is a terminal. Secrets never get here.
  * On a terminal, messages and fields quote names and messages from specs and backends: they are
  * made printable first (JSON lines are escaped by the serializer).
@@ -20,7 +38,7 @@ export function makeLogger(io: Io, level: string): Logger {
   const opts = {
     level,
     base: undefined,
-    redact: { paths: ['*.token', '*.secret', 'env.*'], censor: '[redacted]' },
+    redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' },
   };
   if (io.stderr.isTTY)
     return pino(

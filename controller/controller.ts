@@ -7,7 +7,8 @@
  * - the planners (pure) via `reconcileRun` / `reconcileDag` — what to do about the difference;
  * - `Executor` — actions → results, after the write-ahead commit;
  * - `BackendView` and the pure backend health — what the solver sees of each backend;
- * - `RepoSync` and `StatusWriter` — fetching, and the status branch and its publication.
+ * - `RepoSync` and `StatusWriter` — fetching, and the status branch and its publication;
+ * - `VerifiedHead` — with trusted signers, which commit of the watched branch may be acted on.
  *
  * One pass reads top to bottom in `pass()`: fetch, load, observe, plan, write-ahead, execute, write.
  */
@@ -19,11 +20,12 @@ import { BACKENDS } from './backends/registry.js';
 import type { ObservedJob } from './backends/types.js';
 import { SpecsRepo } from './git/specs-repo.js';
 import { BackendAdapters } from './loop/adapters.js';
-import { DesiredState, dagKey, runKey, splitKey } from './loop/desired-state.js';
+import { DesiredState, dagKey, everyKey, runKey, splitKey } from './loop/desired-state.js';
 import { Executor } from './loop/executor.js';
 import { BackendView } from './loop/backend-view.js';
 import { loadControllerId, writeRuntimeInfo } from './loop/controller-id.js';
 import { JobInputs } from './loop/job-inputs.js';
+import { SecretSources, type SecretSource } from './secrets.js';
 import { errText, liveAttempts, Observer, type Observation } from './loop/observer.js';
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
 import { reconcileDag, reconcileRun, wantsCapacity, type PassScope } from './loop/reconcilers.js';
@@ -34,7 +36,8 @@ import { StatusView } from './loop/status-view.js';
 import { withDataDirLock, type DataDirLock } from './loop/data-dir-lock.js';
 import { Leadership } from './loop/leadership.js';
 import { stageSourceStatus } from './loop/source-status.js';
-import type { ControllerOptions, PassStats } from './loop/options.js';
+import { VerifiedHead } from './loop/verified-head.js';
+import { DEFAULT_IDENTITY, emptyPassStats, type ControllerOptions, type PassStats } from './loop/options.js';
 import { ControllerMetrics } from './metrics.js';
 import { DagPlanCaches } from './reconcile/dag-plan.js';
 import { resolveCodeRefs } from './reconcile/desired.js';
@@ -45,8 +48,6 @@ import { isIdle, onceTimedOut } from './loop/idle.js';
 import type { RunStatusDoc } from './status/types.js';
 
 export type { ControllerOptions, PassStats } from './loop/options.js';
-
-const DEFAULT_IDENTITY = { name: 'AdventureTime', email: 'controller@adventuretime.dev' };
 
 export class Controller {
   readonly queue: WorkQueue;
@@ -60,6 +61,7 @@ export class Controller {
   private readonly desired: DesiredState;
   private readonly status: StatusWriter;
   private readonly sync: RepoSync;
+  private readonly gate: VerifiedHead;
   private readonly adapters: BackendAdapters;
   private readonly observer: Observer;
   private readonly executor: Executor;
@@ -82,18 +84,17 @@ export class Controller {
     readonly repo: SpecsRepo,
     private readonly opts: ControllerOptions,
     private readonly lock: DataDirLock,
+    secrets: SecretSource,
   ) {
     this.dataDir = opts.dataDir;
     this.now = opts.now ?? Date.now;
     this.logger = opts.logger ?? pino({ level: 'silent' });
-    this.inputs = new JobInputs(opts.secretEnv ?? process.env, opts.dataDir, this.logger);
+    this.inputs = new JobInputs(opts.secretEnv ?? process.env, secrets, opts.dataDir, this.logger);
     this.queue = new WorkQueue({ now: this.now });
     // The gauges are counted when /metrics is scraped, not every pass.
     const gauges = () =>
       metricsSnapshot(this.status, liveAttempts(this.status), this.queue.length, this.now());
-    this.metrics = new ControllerMetrics(gauges, {
-      processMetrics: opts.processMetrics ?? false,
-    });
+    this.metrics = new ControllerMetrics(gauges, { processMetrics: opts.processMetrics ?? false });
     const descriptors = opts.backends ?? BACKENDS;
     this.desired = new DesiredState(repo.git, { ...opts, descriptors, logger: this.logger });
     this.status = new StatusWriter(repo.git, repo.statusRef, opts.identity ?? DEFAULT_IDENTITY, this.now);
@@ -107,11 +108,12 @@ export class Controller {
       now,
       onReload,
     });
+    this.gate = new VerifiedHead(repo, this.sync, { ...opts, logger, now });
     const code = gitCodeExporter(repo.git);
     const ssh = opts.sshTransport ?? defaultSshTransport;
     this.adapters = new BackendAdapters(
       descriptors,
-      (name) => ({ dataDir: opts.dataDir, logger: logger.child({ backend: name }), now, code, ssh }),
+      (name) => ({ dataDir: opts.dataDir, logger: logger.child({ backend: name }), now, code, ssh, secrets }),
       logger,
     );
     this.observer = new Observer(this.adapters, logger, now);
@@ -139,8 +141,10 @@ export class Controller {
     const dataDir = resolve(opts.dataDir);
     await mkdir(dataDir, { recursive: true });
     // One controller per data dir (its id, its local job dirs): the second refuses to start.
+    const secrets = new SecretSources(opts.secrets ?? {}, opts.secretEnv ?? process.env); // checked first
     return withDataDirLock(dataDir, opts.lockWaitMs, async (lock) => {
-      return new Controller(await SpecsRepo.open({ ...opts, dataDir }), { ...opts, dataDir }, lock);
+      const repo = await SpecsRepo.open({ ...opts, dataDir });
+      return new Controller(repo, { ...opts, dataDir }, lock, secrets);
     });
   }
 
@@ -158,10 +162,7 @@ export class Controller {
 
   /** One reconcile pass: fetch, load, observe, plan, write-ahead, execute, write. */
   async pass(): Promise<PassStats> {
-    const stats: PassStats = {
-      ms: { fetch: 0, load: 0, observe: 0, plan: 0, write: 0, execute: 0 },
-      ...{ planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false, leader: false },
-    };
+    const stats = emptyPassStats();
     let mark = performance.now();
     const lap = (step: keyof PassStats['ms']) => {
       stats.ms[step] += performance.now() - mark;
@@ -222,7 +223,7 @@ export class Controller {
 
   /** Reads the desired state at the watched branch's head if it moved; true when it did. */
   async syncDesired(): Promise<boolean> {
-    const head = await this.repo.specHead();
+    const head = await this.gate.select(await this.repo.specHead());
     if (!head || head === this.desired.head) return false;
     for (const key of await this.desired.load(head)) this.queue.add(key);
     await this.inputs.useStorage(this.desired.storage);
@@ -234,10 +235,7 @@ export class Controller {
   private resyncIfDue(now: number): void {
     if (now < this.nextResyncAt) return;
     this.nextResyncAt = now + (this.opts.resyncIntervalMs ?? 60_000);
-    for (const n of new Set([...this.desired.names('Run'), ...this.status.names('Run')]))
-      this.queue.add(runKey(n));
-    for (const n of new Set([...this.desired.names('DAG'), ...this.status.names('DAG')]))
-      this.queue.add(dagKey(n));
+    for (const key of everyKey(this.desired, this.status)) this.queue.add(key);
   }
 
   /** One poll per backend for all its live jobs (at most every poll interval), then heartbeats. */
@@ -315,7 +313,7 @@ export class Controller {
     for (;;) {
       const { leader } = await this.pass();
       // Nothing known to reconcile: say why instead of finishing "successfully" having done nothing.
-      if (leader && !this.desired.head) throw this.sync.noSpecsError();
+      if (leader && !this.desired.head) throw this.gate.noSpecsError();
       if (leader && this.idle()) return;
       if (this.now() > deadline) throw onceTimedOut(timeoutMs, leader, this.leadership.branch);
       const wait = leader ? 250 : this.leadership.dueInMs();
@@ -331,7 +329,7 @@ export class Controller {
         const { leader } = await this.pass();
         if (leader && !this.desired.head && !this.warnedNoSpecs) {
           this.warnedNoSpecs = true;
-          this.logger.error({ err: this.sync.noSpecsError().message }, 'nothing to reconcile yet');
+          this.logger.error({ err: this.gate.noSpecsError().message }, 'nothing to reconcile yet');
         }
       } catch (e) {
         // A status conflict has already reloaded the branch (RepoSync): plan again from it.

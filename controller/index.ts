@@ -54,6 +54,8 @@ export { schemaJson, writeSchemas } from './spec/gen.js';
 export { git, runGit } from './git/native.js';
 export { SpecsRepo, credentialEnv, isRemoteUrl } from './git/specs-repo.js';
 export { GitTreeSource, TreeListingCache } from './git/tree-source.js';
+export { CommitVerifier, checkTrustedSigners, verifyHead } from './git/signatures.js';
+export type { Verdict } from './git/signatures.js';
 
 // Status: the status branch and what is in it, and how it is shown.
 export { StatusWriter } from './status/writer.js';
@@ -86,4 +88,5 @@ export { storeTarget } from './storage.js';
 export { Controller } from './controller.js';
 export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';
+export { API_TOKEN_ENV, API_TOKEN_FILE, configuredApiToken } from './api-token.js';
 export { dashboardRoute } from './dashboard/index.js';

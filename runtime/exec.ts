@@ -13,6 +13,7 @@ import { downloadOutput, hasContent, uploadOutput, type InputRefs } from './arti
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { processStartTicks } from './proc.js';
+import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
 import {
   CANCEL_FILE,
   EXEC_FILE,
@@ -47,7 +48,13 @@ const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const
 
 /** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
 export async function advExec(opts: ExecOptions): Promise<{ code: number; record: ExitRecord }> {
-  const log = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
+  // The values of the variables the backend delivered out of band are masked in everything shipped.
+  const secrets = secretValues(redactNames(opts.env?.[REDACT_VAR] ?? process.env[REDACT_VAR]), {
+    ...process.env,
+    ...opts.env,
+  });
+  const rawLog = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
+  const log = (l: string) => rawLog(redactText(l, secrets));
   const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
   const ckptDir = resolve(
     opts.ckptDir ??
@@ -115,20 +122,25 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   const child = spawn(cmd, args, {
     cwd: opts.cwd ?? process.cwd(),
     env: { ...process.env, ...opts.env, ...contract },
-    // With a store, output is copied to the terminal AND shipped in parts.
-    stdio: worker ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+    // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
+    stdio: worker || secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     // Its own process group, so a signal reaches the workload and everything it started.
     detached: true,
   });
-  if (worker) {
-    child.stdout!.on('data', (b: Buffer) => {
-      process.stdout.write(b);
-      worker.output(b);
-    });
-    child.stderr!.on('data', (b: Buffer) => {
-      process.stderr.write(b);
-      worker.output(b);
-    });
+  if (child.stdout && child.stderr) {
+    for (const [from, to] of [
+      [child.stdout, process.stdout],
+      [child.stderr, process.stderr],
+    ] as const) {
+      const masked = new StreamRedactor(secrets);
+      const emit = (b: Buffer) => {
+        if (!b.length) return;
+        to.write(b);
+        worker?.output(b);
+      };
+      from.on('data', (b: Buffer) => emit(masked.push(b)));
+      from.on('end', () => emit(masked.end()));
+    }
   }
   if (jobDir && child.pid) {
     writeJsonAtomic(join(jobDir, EXEC_FILE), {
@@ -219,7 +231,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     exitCode,
     ...(result.signal ? { signal: result.signal } : {}),
     reason,
-    ...(message ? { message } : {}),
+    ...(message ? { message: redactText(message, secrets) } : {}),
     startedAt,
     finishedAt: new Date().toISOString(),
   };

@@ -77,7 +77,12 @@ describe.runIf(available)('jobs inherit nothing from the controller', () => {
       'runs/on-slurm.yaml': run('on-slurm', 'slurm-local', out),
     });
     // The controller reads its own process environment, where the canaries are.
-    c = await Controller.create({ repo: wt.dir, dataDir: join(cluster.tmp, 'data'), pollIntervalMs: 300 });
+    c = await Controller.create({
+      repo: wt.dir,
+      dataDir: join(cluster.tmp, 'data'),
+      pollIntervalMs: 300,
+      secrets: { env: ['RUN_SECRET'] },
+    });
     await c.init();
     const names = ['on-local', 'on-ssh', 'on-slurm'];
     await waitFor(

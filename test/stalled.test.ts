@@ -5,7 +5,7 @@
  * to be: each missing secret was recorded as an infrastructure failure, retried without end).
  * When the secret appears, the run starts.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -29,8 +29,15 @@ describe('a run whose secret is missing', () => {
     files['runs/ok.yaml'] = runYaml('ok', 'true');
     const wt = await makeWorkTree(files);
     cleanups.push(() => wt.cleanup());
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH };
-    const c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100, secretEnv: env });
+    const secretsFile = join(dataDir, 'secrets.env');
+    await writeFile(secretsFile, 'OTHER_TOKEN=unrelated\n', { mode: 0o600 });
+    const c = await Controller.create({
+      repo: wt.dir,
+      dataDir,
+      pollIntervalMs: 100,
+      secretEnv: { PATH: process.env.PATH },
+      secrets: { file: secretsFile },
+    });
     cleanups.push(() => c.stop());
     // --once semantics: finishes, because a stalled run waits for a person, not for a retry.
     await c.runUntilIdle({ timeoutMs: 60_000 });
@@ -45,14 +52,16 @@ describe('a run whose secret is missing', () => {
         status: 'True',
         reason: 'SecretMissing',
       });
-      expect(st.message).toContain("secret WANDB_API_KEY is not set: looked in the controller's environment");
+      expect(st.message).toContain(
+        `secret WANDB_API_KEY is not set: looked in --secrets-file ${secretsFile}`,
+      );
     }
     const backend = c.view.backendStatus('local')!.status as BackendStatusDoc['status'];
     expect(backend.conditions.find((x) => x.type === 'Degraded')?.status).toBe('False');
     expect(backend.failureStreak ?? []).toEqual([]);
 
-    // The secret appears (a restarted controller would see it; a reconcile asks again): the run starts.
-    env.WANDB_API_KEY = 'now-set';
+    // The secret appears in the file (re-read when it changes; a reconcile asks again): the run starts.
+    await writeFile(secretsFile, 'OTHER_TOKEN=unrelated\nWANDB_API_KEY=now-set\n');
     for (const n of ['s1', 's2', 's3']) c.requestReconcile('Run', n);
     await c.runUntilIdle({ timeoutMs: 60_000 });
     for (const n of ['s1', 's2', 's3']) {
@@ -75,7 +84,13 @@ describe('a run the operating system refuses to start', () => {
     cleanups.push(() => wt.cleanup());
     // One environment string over Linux's 128 KiB limit: every spawn of this job fails the same way.
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HUGE_TOKEN: 'x'.repeat(200_000) };
-    const c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 100, secretEnv: env });
+    const c = await Controller.create({
+      repo: wt.dir,
+      dataDir,
+      pollIntervalMs: 100,
+      secretEnv: env,
+      secrets: { env: ['HUGE_TOKEN'] },
+    });
     cleanups.push(() => c.stop());
     await c.runUntilIdle({ timeoutMs: 60_000 });
     expect(c.runStatus('ok')?.status.phase).toBe('Succeeded');

@@ -1,5 +1,13 @@
 import type { Command } from 'commander';
-import { AdvError, Controller, ErrorCode, dashboardRoute, serve } from '../../controller/index.js';
+import {
+  AdvError,
+  Controller,
+  ErrorCode,
+  checkTrustedSigners,
+  configuredApiToken,
+  dashboardRoute,
+  serve,
+} from '../../controller/index.js';
 import { makeLogger } from '../logger.js';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
 import { printable, type Io } from '../output.js';
@@ -10,6 +18,7 @@ interface Opts {
   statusBranch?: string;
   dataDir?: string;
   path?: string;
+  trustedSigners?: string;
   once?: boolean;
   timeout: string;
   fetchInterval: string;
@@ -19,10 +28,15 @@ interface Opts {
   http?: string;
   dashboard?: boolean;
   dashboardHost?: string[];
+  dashboardAuth?: boolean;
+  apiTokenFile?: string;
   webhookSecretEnv: string;
   watch: boolean;
   logLevel: string;
   gitReader: 'native' | 'isomorphic';
+  secretsFile?: string;
+  secretsDir?: string;
+  secretsEnv?: string;
 }
 
 /**
@@ -49,7 +63,11 @@ function refuseWithOnce(opts: Opts): void {
         ? '--dashboard'
         : opts.dashboardHost
           ? '--dashboard-host'
-          : undefined;
+          : opts.dashboardAuth
+            ? '--dashboard-auth'
+            : opts.apiTokenFile
+              ? '--api-token-file'
+              : undefined;
   if (served)
     throw new AdvError(ErrorCode.UsageError, `${served} cannot be used with --once: --once serves nothing`, {
       hint: `drop ${served} to reconcile once and exit, or drop --once to keep serving`,
@@ -65,6 +83,10 @@ export function registerController(program: Command, io: Io): void {
     .option('--status-branch <name>', 'where status is written (default adventuretime/status)')
     .option('--data-dir <dir>', 'working clone and local job dirs (default: inside .git for a local repo)')
     .option('--path <dir>', 'only specs under this folder of the repo')
+    .option(
+      '--trusted-signers <file>',
+      'OpenSSH allowed_signers file: act only on watched-branch commits signed by its keys (and never on a rollback)',
+    )
     .option('--once', 'reconcile until no run is in flight, then exit (for scripts and tests)')
     .option('--timeout <duration>', 'with --once: give up after this long', '10m')
     .option('--fetch-interval <duration>', 'how often to fetch the specs repo', '10s')
@@ -82,7 +104,24 @@ export function registerController(program: Command, io: Io): void {
     )
     .option(
       '--dashboard-host <name...>',
-      'also answer the dashboard under these Host names (behind a proxy that keeps Host); * for any',
+      'Host names the --http listener answers besides localhost and IP addresses, on every route (webhook, API, /metrics, dashboard): list the public name a git host calls in its webhook URL, or a proxy forwards; * for any',
+    )
+    .option(
+      '--dashboard-auth',
+      'the dashboard and /metrics require the API token too (Authorization: Bearer, or a cookie set by opening /ui/?token=TOKEN once)',
+    )
+    .option(
+      '--api-token-file <file>',
+      'file holding the API token adv reconcile must send (mode 0600; default: $ADV_API_TOKEN, else a random token written to <data dir>/api-token)',
+    )
+    .option(
+      '--secrets-file <file>',
+      "dotenv NAME=value file the runs' secrets are read from first (mode 0600)",
+    )
+    .option('--secrets-dir <dir>', 'then a directory with one file per secret (a mounted Kubernetes Secret)')
+    .option(
+      '--secrets-env <names>',
+      "then these names (comma-separated) from the controller's own environment; default $ADV_SECRETS_ENV",
     )
     .option(
       '--webhook-secret-env <name>',
@@ -105,15 +144,20 @@ Examples:
       # token from ADV_GIT_TOKEN (or ADV_GIT_TOKEN_FILE); webhook secret from ADV_WEBHOOK_SECRET
       # point the git host's push webhook at http://HOST:8080/hooks/git
   adv controller --dashboard                             # then open http://127.0.0.1:8080/ui/
+  adv controller --trusted-signers /etc/adventuretime/allowed_signers   # signed commits only
 
-The dashboard has no login: keep --http on loopback (reach it through an SSH tunnel) unless you
-put authentication in front of it. It answers only Host names localhost and IP addresses (a
-defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.`,
+The webhook is authenticated by its signature, the API (adv reconcile) by the API token. The
+dashboard and /metrics are open to whoever reaches the port unless --dashboard-auth is given: keep
+--http on loopback (reach it through an SSH tunnel) or use --dashboard-auth. Every route answers
+only Host names localhost and IP addresses (a defence against DNS rebinding); --dashboard-host
+adds the names a git host or a proxy uses.`,
     )
     .action(async (opts: Opts) => {
       // The command line first: nothing is opened or started for flags that cannot work.
       refuseWithOnce(opts);
       if (opts.http !== undefined) checkHttpAddr(opts.http);
+      const trustedSigners = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
+      const apiToken = opts.once ? undefined : await configuredApiToken(opts.apiTokenFile, io.env);
       const repo = await resolveRepo(opts.repo, io.cwd);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
       const logger = makeLogger(io, opts.logLevel);
@@ -125,6 +169,7 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
         dataDir,
         ...(token ? { token } : {}),
         ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
+        ...(trustedSigners ? { trustedSigners } : {}),
         reader: opts.gitReader,
         fetchIntervalMs: parseDuration(opts.fetchInterval),
         pollIntervalMs: parseDuration(opts.pollInterval),
@@ -132,6 +177,11 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
         leaseDurationMs: parseDuration(opts.leaseDuration),
         logger,
         processMetrics: true,
+        secrets: {
+          file: opts.secretsFile,
+          dir: opts.secretsDir,
+          env: (opts.secretsEnv ?? io.env.ADV_SECRETS_ENV ?? '').split(',').filter(Boolean),
+        },
       });
       logger.info(
         { repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir },
@@ -150,6 +200,9 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
       const serving = await serve(controller, {
         ...(httpAddr ? { httpAddr } : {}),
         ...(secret ? { webhookSecret: secret } : {}),
+        ...(apiToken ? { apiToken: apiToken.token } : {}),
+        ...(opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
+        ...(opts.dashboardAuth ? { dashboardAuth: true } : {}),
         watch: opts.watch,
         ...(opts.dashboard
           ? {
@@ -163,6 +216,7 @@ defence against DNS rebinding); --dashboard-host adds the name a proxy forwards.
         await controller.stop();
         throw e;
       });
+      if (serving.url && apiToken) logger.info({ apiTokenFrom: apiToken.from }, 'API token configured');
       if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
       if (serving.url && opts.dashboard)
         logger.info({ url: `${serving.url}/ui/` }, `dashboard at ${serving.url}/ui/`);

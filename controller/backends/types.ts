@@ -4,6 +4,7 @@
  */
 import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
+import type { SecretSource } from '../secrets.js';
 import { ExitReason } from '../../runtime/records.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { SshConnection, SshTransport } from './ssh/transport.js';
@@ -21,8 +22,14 @@ export interface JobRequest {
   code: { commit: string; path?: string };
   /** Environment for the workload (contract variables are added by `adv exec`). */
   env: Record<string, string>;
-  /** The object store for checkpoints, logs and heartbeats, and the env to reach it. */
-  store?: { url: string; env: Record<string, string> };
+  /**
+   * The run's secrets and the store's credentials: also the workload's environment, but delivered
+   * out of band — never in a generated script, an argument vector, or a file left after the job
+   * started — and masked in its logs by adv exec (`env.ADV_REDACT` names them).
+   */
+  secretEnv?: Record<string, string>;
+  /** The object store for checkpoints, logs and heartbeats (its credentials are in `secretEnv`). */
+  store?: { url: string };
 }
 
 export interface JobHandle {
@@ -160,6 +167,11 @@ export interface BackendContext {
    * from (`job-env.ts`); default `process.env`. Nothing else of it reaches a job.
    */
   hostEnv?: NodeJS.ProcessEnv;
+  /**
+   * Where a Backend's own secrets (an API key, agent tokens) resolve: the same sources as the
+   * secrets Runs name (`secrets.ts`), so they too never sit in a spec or a log.
+   */
+  secrets?: SecretSource;
 }
 
 /**

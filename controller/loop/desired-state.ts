@@ -43,6 +43,14 @@ export function splitKey(key: string): [string, string] {
   return [key.slice(0, i), key.slice(i + 1)];
 }
 
+/** Every Run and DAG key that is desired or has a status: what a resync looks at. */
+export function everyKey(desired: DesiredState, status: { names(kind: string): string[] }): string[] {
+  const keys = new Set<string>();
+  for (const n of [...desired.names('Run'), ...status.names('Run')]) keys.add(runKey(n));
+  for (const n of [...desired.names('DAG'), ...status.names('DAG')]) keys.add(dagKey(n));
+  return [...keys];
+}
+
 export class DesiredState {
   private readonly loader: SpecLoader;
   private readonly listings: TreeListingCache;

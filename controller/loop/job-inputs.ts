@@ -12,21 +12,21 @@ import type { StatusWriter } from '../status/writer.js';
 import type { RunStatusDoc } from '../status/types.js';
 import { storeTarget, type StoreTarget } from '../storage.js';
 import type { DesiredState } from './desired-state.js';
-import { buildJobRequest, envSecrets, missingSecretsMessage, type SecretSource } from './job-request.js';
+import type { SecretSource } from '../secrets.js';
+import { buildJobRequest, missingSecretsMessage } from './job-request.js';
 import { errText } from './observer.js';
 
 export class JobInputs {
-  private readonly secrets: SecretSource;
   private store: { target: StoreTarget; objects?: ObjectStore } | undefined;
 
   constructor(
-    /** The controller's environment. */
+    /** The controller's environment: `passEnv` and the store's credentials come from it. */
     private readonly env: NodeJS.ProcessEnv,
+    /** Where the secrets specs name come from (`secrets.ts`). */
+    private readonly secrets: SecretSource,
     private readonly dataDir: string,
     private readonly logger: Logger,
-  ) {
-    this.secrets = envSecrets(env);
-  }
+  ) {}
 
   /** The object store heartbeats, checkpoints and outputs are read from, when one is configured. */
   get objects(): ObjectStore | undefined {

@@ -32,7 +32,9 @@ describe('buildJobRequest: only what is named reaches a job', () => {
         store: undefined,
       },
     );
-    expect(req.env).toEqual({ HF_HOME: '/data/hf', LR: '0.1', WANDB_API_KEY: 'w-key' });
+    // The secret travels apart from the env, and adv exec is told its name to mask its value.
+    expect(req.env).toEqual({ HF_HOME: '/data/hf', LR: '0.1', ADV_REDACT: 'WANDB_API_KEY' });
+    expect(req.secretEnv).toEqual({ WANDB_API_KEY: 'w-key' });
     expect(JSON.stringify(req)).not.toMatch(/canary/);
     expect(req).toMatchObject({
       jobName: 'adv-r-2',
@@ -49,7 +51,44 @@ describe('buildJobRequest: only what is named reaches a job', () => {
       { command: 'true', env: { HF_HOME: '/spec', WANDB_API_KEY: 'from-env' }, secrets: ['WANDB_API_KEY'] },
       { secrets: envSecrets(controllerEnv), controllerEnv, passEnv: ['HF_HOME'], store: undefined },
     );
-    expect(req.env).toMatchObject({ HF_HOME: '/spec', WANDB_API_KEY: 'w-key' });
+    expect(req.env).toMatchObject({ HF_HOME: '/spec' });
+    expect(req.env.WANDB_API_KEY).toBeUndefined();
+    expect(req.secretEnv).toEqual({ WANDB_API_KEY: 'w-key' });
+  });
+
+  it('store credentials are secrets too: out of the env, named for masking, never nameable by a spec', () => {
+    const store = {
+      url: 's3://b/?credentials=S',
+      env: { S_ACCESS_KEY_ID: 'id', S_SECRET_ACCESS_KEY: 'k' },
+      missing: [],
+    };
+    const req = buildJobRequest(
+      'r',
+      attempt,
+      { command: 'true' },
+      {
+        secrets: envSecrets(controllerEnv),
+        controllerEnv,
+        passEnv: [],
+        store,
+      },
+    );
+    expect(req.store).toEqual({ url: store.url });
+    expect(req.secretEnv).toEqual(store.env);
+    expect(req.env).toEqual({ ADV_REDACT: 'S_ACCESS_KEY_ID,S_SECRET_ACCESS_KEY' });
+    expect(() =>
+      buildJobRequest(
+        'r',
+        attempt,
+        { command: 'true', secrets: ['S_SECRET_ACCESS_KEY'] },
+        {
+          secrets: envSecrets({ S_SECRET_ACCESS_KEY: 'k' }),
+          controllerEnv,
+          passEnv: [],
+          store,
+        },
+      ),
+    ).toThrow(/S_SECRET_ACCESS_KEY is the object store's credential/);
   });
 
   it('a missing secret stalls the run, naming the secret and where it was looked for', () => {

@@ -5,21 +5,18 @@
  * variables a Backend names in `passEnv`, the spec's `env`, and the spec's resolved `secrets`.
  */
 import { argvFor } from '../../runtime/exec.js';
+import { REDACT_VAR } from '../../runtime/redact.js';
 import { passedEnv } from '../backends/job-env.js';
 import type { JobRequest } from '../backends/types.js';
 import { StallingError } from '../errors.js';
 import { Reason, type Attempt } from '../status/types.js';
 import type { RunSpec } from '../spec/schema.js';
+import type { SecretSource } from '../secrets.js';
 import type { StoreTarget } from '../storage.js';
 
-/** Where the controller resolves the secrets specs name. */
-export interface SecretSource {
-  get(name: string): string | undefined;
-  /** Where it looks, for the message when a secret is missing. */
-  readonly where: string;
-}
+export type { SecretSource } from '../secrets.js';
 
-/** Secrets from an environment (today: the controller's own). */
+/** Secrets from an environment, every name allowed (for tests and tools). */
 export function envSecrets(env: NodeJS.ProcessEnv): SecretSource {
   return { get: (name) => env[name], where: "the controller's environment" };
 }
@@ -52,6 +49,14 @@ export function buildJobRequest(
   inputs: JobRequestInputs,
 ): JobRequest {
   if (!attempt.codeCommit) throw new Error(`attempt ${attempt.n} of ${run} has no code commit`);
+  const storeVars = Object.keys(inputs.store?.env ?? {}).concat(inputs.store?.missing ?? []);
+  const taken = (spec.secrets ?? []).filter((s) => storeVars.includes(s));
+  if (taken.length)
+    throw new StallingError(
+      Reason.SecretMissing,
+      `secret ${taken.join(', ')} is the object store's credential, which only the controller hands out`,
+      `rename the secret (or give the Storage spec a credentialsSecret), then run adv reconcile run ${run}`,
+    );
   const missing = missingSecretsMessage(inputs.secrets, spec.secrets ?? []);
   if (missing)
     throw new StallingError(
@@ -66,7 +71,13 @@ export function buildJobRequest(
       "set them in the controller's environment (see the Storage spec's credentialsSecret)",
     );
   const env: Record<string, string> = { ...passedEnv(inputs.passEnv, inputs.controllerEnv).env, ...spec.env };
-  for (const s of spec.secrets ?? []) env[s] = inputs.secrets.get(s)!;
+  // Secrets and store credentials travel apart from the env, and adv exec masks their values.
+  const secretEnv: Record<string, string> = { ...inputs.store?.env };
+  for (const s of spec.secrets ?? []) {
+    secretEnv[s] = inputs.secrets.get(s)!;
+    delete env[s];
+  }
+  if (Object.keys(secretEnv).length) env[REDACT_VAR] = Object.keys(secretEnv).join(',');
   return {
     jobName: attempt.jobName,
     run,
@@ -75,6 +86,7 @@ export function buildJobRequest(
     argv: argvFor(spec),
     code: { commit: attempt.codeCommit, ...(spec.code?.path ? { path: spec.code.path } : {}) },
     env,
-    ...(inputs.store ? { store: { url: inputs.store.url, env: inputs.store.env } } : {}),
+    secretEnv,
+    ...(inputs.store ? { store: { url: inputs.store.url } } : {}),
   };
 }

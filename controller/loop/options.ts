@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import type { BackendDescriptor, SshTransportFactory } from '../backends/types.js';
 import type { Identity } from '../git/port.js';
+import type { SecretSourcesOptions } from '../secrets.js';
 import type { SpecsRepoOptions } from '../git/specs-repo.js';
 import type { PassSteps } from './pass-metrics.js';
 
@@ -24,8 +25,10 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   identity?: Identity;
   /** Also export the Node process's own metrics (CPU, memory, event loop) on /metrics. */
   processMetrics?: boolean;
-  /** The controller's environment: secrets named by specs, `passEnv` and store credentials come from it. */
+  /** The controller's environment: `passEnv`, store credentials and `secrets.env` names come from it. */
   secretEnv?: NodeJS.ProcessEnv;
+  /** Where the secrets specs name come from (see secrets.ts); default: nowhere. */
+  secrets?: SecretSourcesOptions;
   /**
    * How long the status branch lease lasts without renewal (default 30 s): a controller that
    * stops renewing it is replaced by a standby after this long (see loop/lease.ts).
@@ -33,7 +36,15 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
   leaseDurationMs?: number;
   /** How long to wait for the data dir's lock while a previous controller exits (default 10 s). */
   lockWaitMs?: number;
+  /**
+   * An OpenSSH allowed_signers file: act only on watched-branch heads signed by its keys that
+   * descend from the last verified commit acted on (loop/verified-head.ts). Default: no check.
+   */
+  trustedSigners?: string;
 }
+
+/** Who status commits are by, unless `identity` says otherwise. */
+export const DEFAULT_IDENTITY: Identity = { name: 'AdventureTime', email: 'controller@adventuretime.dev' };
 
 /** What one pass did, and how long each of its steps took. */
 export interface PassStats {
@@ -46,4 +57,12 @@ export interface PassStats {
   loadedSpecs: boolean;
   /** False while another controller holds the status branch lease: the pass only read. */
   leader: boolean;
+}
+
+/** A pass's stats before it starts: nothing done, no time spent. */
+export function emptyPassStats(): PassStats {
+  return {
+    ms: { fetch: 0, load: 0, observe: 0, plan: 0, write: 0, execute: 0 },
+    ...{ planned: 0, commits: 0, actions: 0, published: true, loadedSpecs: false, leader: false },
+  };
 }

@@ -329,7 +329,7 @@ const runSpecProperties = {
   secrets: optional(
     Type.Array(Type.String({ pattern: ENV_NAME, maxLength: 128 }), {
       description:
-        'Names of secrets the controller resolves from its environment or secrets file and passes to the job as environment variables of the same name. Values never appear in git, status or logs.',
+        "Names of secrets the job receives as environment variables of the same name. The controller resolves them from `--secrets-file`, then `--secrets-dir`, then its own environment for the names `--secrets-env` lists; a missing one stalls the run. `ADV_*` and the object store's credentials cannot be named. Values travel out of band and are masked in logs (`***`); they never appear in git, status, the store or logs.",
     }),
   ),
   setup: optional(

@@ -71,11 +71,17 @@ export class LocalBackend implements Backend {
     const work = join(dir, 'work');
     await mkdir(work, { recursive: true });
     await this.ctx.code.extractTo(job.code.commit, job.code.path, work);
+    // For a person looking at the job: names of variables, never their values.
     await writeFile(
       join(dir, 'request.json'),
-      JSON.stringify({ ...job, env: Object.keys(job.env) }, null, 2),
+      JSON.stringify(
+        { ...job, env: Object.keys(job.env), secretEnv: Object.keys(job.secretEnv ?? {}) },
+        null,
+        2,
+      ),
+      { mode: 0o600 },
     );
-    const out = openSync(join(dir, 'output.log'), 'a');
+    const out = openSync(join(dir, 'output.log'), 'a', 0o600);
     const [node, ...prefix] = advCommand();
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
     const child = spawn(
@@ -97,8 +103,9 @@ export class LocalBackend implements Backend {
         cwd,
         detached: true,
         stdio: ['ignore', out, out],
-        // Nothing of the controller's environment but the small base (job-env.ts).
-        env: { ...baseJobEnv(this.ctx.hostEnv ?? process.env), ...job.env, ...job.store?.env },
+        // Nothing of the controller's environment but the small base (job-env.ts); secrets go
+        // straight into the process's environment, never to a file.
+        env: { ...baseJobEnv(this.ctx.hostEnv ?? process.env), ...job.env, ...job.secretEnv },
       },
     );
     closeSync(out);

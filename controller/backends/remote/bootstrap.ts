@@ -3,6 +3,11 @@
  * `shellQuote`) and a generated POSIX `run.sh` into which no value is pasted: everything it needs
  * comes from `./env`. The job's environment is this file plus the host's login environment;
  * nothing of the controller's own environment travels.
+ *
+ * Secrets (the run's and the store's credentials) are not in `env`: they arrive over the SSH
+ * channel's stdin into a `secrets` file (mode 0600) that the job's first shell reads into its
+ * environment and deletes before anything else runs (`SOURCE_SECRETS`): the batch script on a
+ * scheduler, `run.sh` otherwise.
  */
 import { shellJoin, shellQuote } from '../../internal/shell.js';
 import type { JobRequest } from '../types.js';
@@ -29,7 +34,6 @@ export function remoteJobEnv(
 ): Record<string, string> {
   const env: Record<string, string> = {
     ...job.env,
-    ...(job.store?.env ?? {}),
     ADV_RUN: job.run,
     ADV_ATTEMPT: String(job.attempt),
     ADV_JOB_DIR: at.dir,
@@ -44,6 +48,14 @@ export function remoteJobEnv(
   };
   setup.forEach((s, i) => (env[`ADV_SETUP_${i}`] = s));
   return env;
+}
+
+/** Reads `./secrets` into the environment and deletes it, when it is there. */
+export const SOURCE_SECRETS = 'if [ -f ./secrets ]; then . ./secrets; rm -f ./secrets; fi';
+
+/** The secrets file's text (an env file), or undefined when the job has none. */
+export function secretsFile(job: Pick<JobRequest, 'secretEnv'>): string | undefined {
+  return job.secretEnv && Object.keys(job.secretEnv).length ? envFile(job.secretEnv) : undefined;
 }
 
 /** The env file: one `export NAME='value'` per variable. */
@@ -63,9 +75,14 @@ export function bootstrapScript(job: Pick<JobRequest, 'jobName' | 'argv'>, setup
 set -u
 cd "$(dirname "$0")"
 . ./env
+${SOURCE_SECRETS}
 fail() {
-  printf '{"exitCode":127,"reason":"StartFailed","message":"%s","startedAt":"","finishedAt":""}\\n' "$1" > exit.json.tmp && mv exit.json.tmp exit.json
-  echo "adv bootstrap: $1" >&2
+  # The record goes in the job dir (the caller may have left it); the message may hold a spec value
+  # (the working dir): escaped for JSON, with tools only when needed.
+  cd "\${ADV_JOB_DIR:-.}" 2>/dev/null || :
+  case $1 in *'\\'*|*'"'*|*[[:cntrl:]]*) m=$(printf '%s' "$1" | tr -d '\\000-\\037' | sed 's/[\\\\"]/\\\\&/g') ;; *) m=$1 ;; esac
+  printf '{"exitCode":127,"reason":"StartFailed","message":"%s","startedAt":"","finishedAt":""}\\n' "$m" > exit.json.tmp && mv exit.json.tmp exit.json
+  printf 'adv bootstrap: %s\\n' "$1" >&2
   exit 127
 }
 command -v node >/dev/null 2>&1 || fail "Node.js >= 20 is required on $(hostname) and was not found in PATH"
@@ -80,7 +97,7 @@ fi
 mkdir -p work && tar -xzf "$ADV_CODE_TARBALL" -C work || fail "cannot extract the code"
 
 cd work
-if [ -n "\${ADV_WORKDIR:-}" ]; then cd "$ADV_WORKDIR" || fail "no working dir $ADV_WORKDIR in the code"; fi
+if [ -n "\${ADV_WORKDIR:-}" ]; then cd "./$ADV_WORKDIR" || fail "no working dir $ADV_WORKDIR in the code"; fi
 if [ -f pyproject.toml ] && command -v uv >/dev/null 2>&1; then uv sync || fail "uv sync failed"; fi
 ${setup}
 node "$ADV_EXEC_BUNDLE" \${ADV_STORE:+--store "$ADV_STORE"} --run "$ADV_RUN" --attempt "$ADV_ATTEMPT" --job-dir "$ADV_JOB_DIR" -- ${shellJoin(job.argv)}

@@ -24,8 +24,8 @@ import {
   type JobRequest,
   type ObservedJob,
 } from '../types.js';
-import { bootstrapScript, envFile, remoteJobEnv } from './bootstrap.js';
-import { execBundlePath } from './pack.js';
+import { bootstrapScript, envFile, remoteJobEnv, secretsFile } from './bootstrap.js';
+import { execBundlePath, packFiles } from './pack.js';
 
 const CANCEL_GRACE_MS = 10_000;
 
@@ -38,13 +38,20 @@ const MAX_COMMAND_BYTES = 96 * 1024;
  */
 const SHA256 = `{ command -v node >/dev/null 2>&1 && node -e 'const h=require("crypto").createHash("sha256");require("fs").createReadStream(process.argv[1],{highWaterMark:4194304}).on("data",(d)=>h.update(d)).on("end",()=>console.log(h.digest("hex")))' "$1" || sha256sum "$1"; }`;
 
-/** Write env and run.sh into each job dir, launch unless a pid file says it was; print dir and pid. */
+/**
+ * Find-or-launch for the job files that arrive as a tar on stdin (`env`, `run.sh`, and `secrets`
+ * when the job has any): nothing of a job travels as an argument but its name, so neither a long
+ * value nor a secret meets sshd's command-line limit or another user's `ps`. A job whose pid file
+ * exists was launched already: its new secrets file goes at once. Prints `dir<TAB>pid` lines.
+ */
 const LAUNCH_MANY = `umask 077
-while [ $# -gt 0 ]; do
-  d=$1; mkdir -p "$d" && printf %s "$2" > "$d/env" && printf %s "$3" > "$d/run.sh" && (
-    cd "$d" && if [ ! -f pid ]; then setsid nohup sh ./run.sh > output.log 2>&1 < /dev/null & echo $! > pid; fi
-  ) && printf '%s\\t%s\\n' "$d" "$(cat "$d/pid")"
-  shift 3
+w=$1; shift
+mkdir -p "$w" && cd "$w" && tar -xf - || exit 1
+for j in "$@"; do
+  if [ -f "$j/pid" ]; then rm -f "$j/secrets"
+  else (cd "$j" && { setsid nohup sh ./run.sh > output.log 2>&1 < /dev/null & echo $! > pid; }) || continue
+  fi
+  printf '%s/%s\\t%s\\n' "$w" "$j" "$(cat "$j/pid")"
 done`;
 
 /** Per job dir: `exit` + exit.json, `running` + exec.json, `starting`, `gone` or `missing`. */
@@ -86,6 +93,8 @@ export interface PreparedJob {
   env: string;
   /** The bootstrap's text. */
   runSh: string;
+  /** The secrets file's text, to send over the channel (never as an argument), if any. */
+  secrets?: string;
 }
 
 /** A launched job: its pid, and whether it was there already (adopted). */
@@ -178,25 +187,20 @@ export class RemoteHost {
     const dir = this.jobDir(await this.workRoot(), job.jobName);
     const setup = [...(this.opts.setup ?? []), ...(job.spec.setup ?? [])];
     const env = remoteJobEnv(job, { dir, codePath, bundlePath: this.bundle.path }, setup);
-    return { dir, env: envFile(env), runSh: bootstrapScript(job, setup.length) };
+    const secrets = secretsFile(job);
+    return {
+      dir,
+      env: envFile(env),
+      runSh: bootstrapScript(job, setup.length),
+      ...(secrets ? { secrets } : {}),
+    };
   }
 
   /** Writes one job dir and launches it, unless a job of that name was launched already. Returns its pid. */
   async launch(job: JobRequest): Promise<string> {
-    const { dir, env, runSh } = await this.prepare(job);
-    const pid = (
-      await this.run([
-        'sh',
-        '-c',
-        'umask 077 && mkdir -p "$1" && printf %s "$2" > "$1/env" && printf %s "$3" > "$1/run.sh" && cd "$1" && if [ ! -f pid ]; then setsid nohup sh ./run.sh > output.log 2>&1 < /dev/null & echo $! > pid; fi; cat pid',
-        'sh',
-        dir,
-        env,
-        runSh,
-      ])
-    ).trim();
-    this.opts.logger.info({ job: job.jobName, pid, host: this.where }, 'started ssh job');
-    return pid;
+    const [r] = await this.launchMany([job]);
+    if (r instanceof Error) throw r;
+    return r!.pid;
   }
 
   /**
@@ -215,21 +219,28 @@ export class RemoteHost {
     const results: Launched[] = dirs.map((d) =>
       found.has(d) ? { pid: found.get(d)!, adopted: true } : new Error('not launched'),
     );
-    let chunk: { i: number; args: string[] }[] = [];
+    let chunk: { i: number; files: { name: string; body: string }[] }[] = [];
     let size = 0;
     const flush = async () => {
-      if (chunk.length) await this.launchChunk(jobs, dirs, chunk, results);
+      if (chunk.length) await this.launchChunk(jobs, dirs, work, chunk, results);
       chunk = [];
       size = 0;
     };
     for (let i = 0; i < jobs.length; i++) {
       if (found.has(dirs[i]!)) continue;
       try {
-        const { dir, env, runSh } = await this.prepare(jobs[i]!);
-        const n = dir.length + env.length + runSh.length + 16;
-        if (size + n > MAX_COMMAND_BYTES) await flush();
-        chunk.push({ i, args: [dir, env, runSh] });
-        size += n;
+        const { env, runSh, secrets } = await this.prepare(jobs[i]!);
+        const name = jobs[i]!.jobName;
+        if (size + name.length + 1 > MAX_COMMAND_BYTES) await flush();
+        chunk.push({
+          i,
+          files: [
+            { name: `${name}/env`, body: env },
+            { name: `${name}/run.sh`, body: runSh },
+            ...(secrets ? [{ name: `${name}/secrets`, body: secrets }] : []),
+          ],
+        });
+        size += name.length + 1;
       } catch (e) {
         results[i] = e instanceof Error ? e : new Error(String(e));
       }
@@ -238,16 +249,18 @@ export class RemoteHost {
     return results;
   }
 
-  /** One command: writes and launches a chunk of prepared jobs, and fills in their results. */
+  /** One command: the chunk's job files as a tar on stdin, then launch; fills in their results. */
   private async launchChunk(
     jobs: readonly JobRequest[],
     dirs: readonly string[],
-    chunk: readonly { i: number; args: string[] }[],
+    work: string,
+    chunk: readonly { i: number; files: { name: string; body: string }[] }[],
     results: Launched[],
   ): Promise<void> {
     const launched = await this.pids(
       LAUNCH_MANY,
-      chunk.flatMap((c) => c.args),
+      [work, ...chunk.map((c) => jobs[c.i]!.jobName)],
+      await packFiles(chunk.flatMap((c) => c.files)),
     );
     for (const { i } of chunk) {
       const pid = launched.get(dirs[i]!);
@@ -257,9 +270,9 @@ export class RemoteHost {
   }
 
   /** Runs a script that prints `dir<TAB>pid` lines; returns them as a map. */
-  private async pids(script: string, args: string[]): Promise<Map<string, string>> {
+  private async pids(script: string, args: string[], input?: Buffer): Promise<Map<string, string>> {
     const out = new Map<string, string>();
-    for (const line of (await this.run(['sh', '-c', script, 'sh', ...args])).split('\n')) {
+    for (const line of (await this.run(['sh', '-c', script, 'sh', ...args], input)).split('\n')) {
       const [dir, pid] = line.split('\t');
       if (dir && pid) out.set(dir, pid.trim());
     }
@@ -342,7 +355,14 @@ export class RemoteHost {
   /** Only marks the job cancelled, for a scheduler that stops it itself (`scancel`). */
   async markCancelRequested(jobName: string): Promise<void> {
     const dir = this.jobDir(await this.workRoot(), jobName);
-    await this.transport.exec(['sh', '-c', 'touch "$1/cancel-requested" 2>/dev/null; true', 'sh', dir]);
+    // A job cancelled while queued never reads its secrets: they go now.
+    await this.transport.exec([
+      'sh',
+      '-c',
+      'rm -f "$1/secrets"; touch "$1/cancel-requested" 2>/dev/null; true',
+      'sh',
+      dir,
+    ]);
   }
 
   /** The job's output.log from `since`, following it until exit.json appears when asked to. */

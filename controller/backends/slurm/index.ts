@@ -8,6 +8,7 @@
 import { shellQuote } from '../../internal/shell.js';
 import type { Backend as BackendObject, RunSpec } from '../../spec/schema.js';
 import { packFiles } from '../remote/pack.js';
+import { SOURCE_SECRETS } from '../remote/bootstrap.js';
 import { sshHostOf, type RemoteHost } from '../remote/host.js';
 import {
   JobState,
@@ -38,17 +39,30 @@ shift
 known="
 $(scontrol -o show job 2>/dev/null | sed -n 's/^JobId=\\([0-9]*\\) JobName=\\([^ ]*\\).*/\\2 \\1/p')
 "
-# Known names answer at once (on fd 3); the rest go to sbatch, four at a time.
+# Known names answer at once (on fd 3); the rest go to sbatch, four at a time. A job that is not
+# queued now (known already, or refused) gets no secrets file: only the batch script reads one.
 exec 3>&1
 for j in "$@"; do
   case "$known" in
     *"
-$j "*) id=\${known##*"
+$j "*) rm -f "$j/secrets"; id=\${known##*"
 $j "}; printf '%s found %s\\n' "$j" "\${id%%"
 "*}" >&3; continue ;;
   esac
   printf '%s\\n' "$j"
-done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1); then printf "%s ok %s\\n" "$1" "$out"; else printf "%s error %s\\n" "$1" "$(printf %s "$out" | tr "\\n" " ")"; fi' sh`;
+done | xargs -r -P 4 -n 1 sh -c 'if out=$(sbatch --parsable "$1/job.sbatch" 2>&1); then printf "%s ok %s\\n" "$1" "$out"; else rm -f "$1/secrets"; printf "%s error %s\\n" "$1" "$(printf %s "$out" | tr "\\n" " ")"; fi' sh`;
+
+/**
+ * One `#SBATCH` line. A line break in a value would end the directive and run the rest as the batch
+ * script's own shell code: validation refuses such values (`SbatchUnsafeValue`), this never writes one.
+ */
+function directiveLine(directive: string): string {
+  if (/[\n\r\0]/.test(directive))
+    throw new Error(
+      `refusing to write an #SBATCH line with a line break: ${JSON.stringify(directive.slice(0, 80))}`,
+    );
+  return `#SBATCH ${directive}`;
+}
 
 /** The `slurm` adapter: job dirs through a `RemoteHost` on the login node, then sbatch/scontrol/sinfo. */
 export class SlurmBackend implements Backend {
@@ -105,8 +119,10 @@ export class SlurmBackend implements Backend {
     // the tasks; srun runs the bootstrap once per node with the multi-host contract set.
     return [
       '#!/bin/sh',
-      ...this.directives(job, dir).map((x) => `#SBATCH ${x}`),
+      ...this.directives(job, dir).map(directiveLine),
       `cd ${shellQuote(dir)}`,
+      // The secrets file goes before anything else runs; srun passes the environment on.
+      SOURCE_SECRETS,
       'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
       `export ADV_COORDINATOR_ADDRESS="$first:${port}" JAX_COORDINATOR_ADDRESS="$first:${port}"`,
       'export ADV_NUM_PROCESSES="$SLURM_NTASKS" JAX_NUM_PROCESSES="$SLURM_NTASKS"',
@@ -138,11 +154,12 @@ export class SlurmBackend implements Backend {
     const work = await this.host.workRoot();
     const files: { name: string; body: string; mode?: number }[] = [];
     for (const job of jobs) {
-      const { dir, env, runSh } = await this.host.prepare(job);
+      const { dir, env, runSh, secrets } = await this.host.prepare(job);
       files.push(
         { name: `${job.jobName}/env`, body: env },
         { name: `${job.jobName}/run.sh`, body: runSh },
         { name: `${job.jobName}/job.sbatch`, body: this.batchScript(job, dir) },
+        ...(secrets ? [{ name: `${job.jobName}/secrets`, body: secrets, mode: 0o600 }] : []),
       );
     }
     const where = this.host.where;
