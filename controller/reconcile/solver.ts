@@ -213,6 +213,7 @@ function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
   if ((b.traits.preemptible?.(b.spec) ?? caps.preemptible) && !ask.preemptible)
     return 'preemptible capacity (set policy.preemptible: true to allow)';
   if (ask.tpus && !b.traits.tpus) return `has no TPUs (type ${b.spec.type})`;
+  if (gpus > 0 && b.traits.tpus) return `has TPUs, not GPUs (type ${b.spec.type})`;
   const hostGpus = hostGpuList(b.capacity);
   const perNode = caps.gpus ?? (hostGpus ? hostGpus.length : undefined);
   if (gpus > 0 && perNode !== undefined && perNode < gpus)

@@ -682,6 +682,14 @@ function backendRules(c: Collector, b: Backend, list: BackendList): void {
       'add "connection: {host: login.example.edu, user: me}"',
     );
   }
+  if (own?.needsConnection && spec.connection && !spec.connection.host) {
+    c.error(
+      'MissingHost',
+      ['spec', 'connection'],
+      `a ${spec.type} backend's connection needs "host"`,
+      'add "host: login.example.edu" (a host name, an address or an ssh config alias)',
+    );
+  }
   if (block && own.settings?.required && !blocks[block]) {
     c.error(
       'MissingSettings',

@@ -460,12 +460,15 @@ function settingsBlocks<L extends readonly BackendSchemaPart[]>(list: L): Settin
 
 const ConnectionSchema = strict(
   {
-    host: Type.String({
-      minLength: 1,
-      pattern: '^[A-Za-z0-9._:\\[\\]-]+$',
-      description: 'Host name, address or `~/.ssh/config` alias.',
-      'x-hint': 'a host name, an IP address or an ssh config alias (no spaces or shell characters)',
-    }),
+    host: optional(
+      Type.String({
+        minLength: 1,
+        pattern: '^[A-Za-z0-9._:\\[\\]-]+$',
+        description:
+          'Host name, address or `~/.ssh/config` alias. Required for `ssh` and `slurm`; a `gcp-tpu` backend reaches the workers of each node it creates instead.',
+        'x-hint': 'a host name, an IP address or an ssh config alias (no spaces or shell characters)',
+      }),
+    ),
     port: optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'SSH port. Default 22.' })),
     user: optional(
       Type.String({

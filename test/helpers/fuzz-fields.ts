@@ -117,7 +117,7 @@ export const FIELDS: FieldCase[] = [
   {
     field: 'Run spec.resources.tpuType',
     nul: false,
-    sink: 'none in this build (no adapter reads it)',
+    sink: 'none in this build (the gcp-tpu adapter takes acceleratorType from the Backend)',
     template: run(`${cmd}  resources: {tpus: 1, tpuType: @@}\n`),
   },
   {
@@ -316,6 +316,38 @@ export const FIELDS: FieldCase[] = [
     field: 'Backend spec.local.workDir',
     sink: 'controller: job dirs (path.join; admin path)',
     template: backend('local', '  local: {workDir: @@}\n'),
+  },
+  {
+    field: 'Backend(gcp-tpu) spec.gcpTpu.project',
+    ok: 'adv-proj',
+    sink: 'gcloud argv `--project=<value>` (one argument, never a shell)',
+    template: backend('gcp-tpu', '  gcpTpu: {zone: us-central2-b, acceleratorType: v4-8, project: @@}\n', ''),
+  },
+  {
+    field: 'Backend(gcp-tpu) spec.gcpTpu.zone',
+    ok: 'us-central2-b',
+    sink: 'gcloud argv `--zone=<value>` (one argument, never a shell)',
+    template: backend('gcp-tpu', '  gcpTpu: {project: adv-proj, acceleratorType: v4-8, zone: @@}\n', ''),
+  },
+  {
+    field: 'Backend(gcp-tpu) spec.gcpTpu.acceleratorType',
+    ok: 'v4-8',
+    sink: 'gcloud argv `--accelerator-type=<value>` (one argument, never a shell)',
+    template: backend(
+      'gcp-tpu',
+      '  gcpTpu: {project: adv-proj, zone: us-central2-b, acceleratorType: @@}\n',
+      '',
+    ),
+  },
+  {
+    field: 'Backend(gcp-tpu) spec.gcpTpu.runtimeVersion',
+    ok: 'tpu-ubuntu2204-base',
+    sink: 'gcloud argv `--version=<value>` (one argument, never a shell)',
+    template: backend(
+      'gcp-tpu',
+      '  gcpTpu: {project: adv-proj, zone: us-central2-b, acceleratorType: v4-8, runtimeVersion: @@}\n',
+      '',
+    ),
   },
   {
     field: 'Storage spec.file.path',

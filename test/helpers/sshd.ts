@@ -22,7 +22,11 @@ export interface Sshd {
   stop(): Promise<void>;
 }
 
-export async function startSshd(): Promise<Sshd> {
+/**
+ * `addresses`: more loopback addresses to listen on (127.0.0.2, …), each in known_hosts too — the
+ * workers of a fake TPU slice, one address per worker, served by this one sshd.
+ */
+export async function startSshd(opts: { addresses?: readonly string[] } = {}): Promise<Sshd> {
   const dir = await mkdtemp(join(tmpdir(), 'adv-sshd-'));
   const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', file]);
   keygen(join(dir, 'hostkey'));
@@ -30,12 +34,13 @@ export async function startSshd(): Promise<Sshd> {
   writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'client.pub')));
   const port = await freePort();
   const hostPub = readFileSync(join(dir, 'hostkey.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ');
-  writeFileSync(join(dir, 'known_hosts'), `[127.0.0.1]:${port} ${hostPub}\n`);
+  const addresses = ['127.0.0.1', ...(opts.addresses ?? [])];
+  writeFileSync(join(dir, 'known_hosts'), addresses.map((a) => `[${a}]:${port} ${hostPub}\n`).join(''));
   writeFileSync(
     join(dir, 'sshd_config'),
     [
       `Port ${port}`,
-      'ListenAddress 127.0.0.1',
+      ...addresses.map((a) => `ListenAddress ${a}`),
       `HostKey ${join(dir, 'hostkey')}`,
       `PidFile ${join(dir, 'sshd.pid')}`,
       `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,

@@ -1,11 +1,15 @@
 /**
- * `gcp-tpu`: TPU VMs through the `gcloud` CLI (created on demand, spot or not, a job on every
- * worker of a slice). Declared (settings, rules, traits); its adapter is not built yet, so a
- * Backend of this type validates but takes no work ("no adapter for type gcp-tpu in this build yet").
+ * `gcp-tpu`: Cloud TPU VMs through the user's `gcloud` CLI — a node per attempt, created on demand
+ * (spot or preemptible where the Backend says so), the job run on every worker of the slice with
+ * the multi-host contract, the node deleted when the attempt ends. See `adapter.ts`.
  */
 import { Type } from '@sinclair/typebox';
 import { optional, strict } from '../../spec/schema-kit.js';
-import type { BackendDescriptor } from '../types.js';
+import type { AdapterDescriptor } from '../types.js';
+import { TpuBackend } from './adapter.js';
+
+/** GCP zone names: `us-central2-b`. */
+const ZONE = '^[a-z]+-[a-z]+[0-9]+-[a-z]$';
 
 /** The `gcpTpu:` block (required for this type). */
 export const gcpTpuSettings = {
@@ -13,19 +17,50 @@ export const gcpTpuSettings = {
   required: true,
   schema: strict(
     {
-      project: Type.String({ description: 'GCP project.' }),
-      zone: Type.String({ description: 'Zone, e.g. `us-central2-b`.' }),
-      acceleratorType: Type.String({ description: 'e.g. `v4-32`.' }),
-      runtimeVersion: optional(Type.String({ description: 'TPU VM runtime version.' })),
-      spot: optional(Type.Boolean({ description: 'Create spot VMs.' })),
+      project: Type.String({ pattern: '^[a-z][a-z0-9-]{4,28}[a-z0-9]$', description: 'GCP project id.' }),
+      zone: Type.String({ pattern: ZONE, description: 'Zone, e.g. `us-central2-b`: tried first.' }),
+      zones: optional(
+        Type.Array(Type.String({ pattern: ZONE }), {
+          description:
+            'More zones, tried in order when the ones before have no capacity (as SkyPilot tries the next region).',
+        }),
+      ),
+      acceleratorType: Type.String({
+        pattern: '^[a-z0-9][a-z0-9-]{1,40}$',
+        description: 'e.g. `v4-32`, `v5litepod-16`.',
+      }),
+      runtimeVersion: optional(
+        Type.String({
+          pattern: '^[a-z0-9][a-z0-9._-]{1,62}$',
+          description: 'TPU VM runtime version. Default `tpu-ubuntu2204-base`.',
+        }),
+      ),
+      spot: optional(Type.Boolean({ description: 'Create spot VMs (`--spot`).' })),
+      preemptible: optional(Type.Boolean({ description: 'Create preemptible VMs (`--preemptible`).' })),
       chips: optional(Type.Integer({ minimum: 1, description: 'Chips per host.' })),
+      externalIp: optional(
+        Type.Boolean({
+          description:
+            "Reach workers at their external IP (`accessConfig.externalIp`) rather than the internal address: when the controller is outside the node's VPC.",
+        }),
+      ),
+      coordinatorPort: optional(
+        Type.Integer({
+          minimum: 1,
+          maximum: 65535,
+          description: 'JAX coordinator port on worker 0. Default 8476.',
+        }),
+      ),
+      readyTimeoutSec: optional(
+        Type.Integer({ minimum: 1, description: 'How long a new node may take to be READY. Default 900.' }),
+      ),
     },
-    '`gcp-tpu` settings.',
+    '`gcp-tpu` settings. Workers are reached over SSH with the `connection` block (user, identityFile, port, known hosts; no host).',
   ),
 } as const;
 
 /** `gcp-tpu`: the one type with TPU chips; a slice spans hosts; spot VMs are preemptible capacity. */
-export const gcpTpuBackend: BackendDescriptor<'gcp-tpu', typeof gcpTpuSettings> = {
+export const gcpTpuBackend: AdapterDescriptor<'gcp-tpu', typeof gcpTpuSettings> = {
   type: 'gcp-tpu',
   settings: gcpTpuSettings,
   needsConnection: false,
@@ -35,6 +70,12 @@ export const gcpTpuBackend: BackendDescriptor<'gcp-tpu', typeof gcpTpuSettings> 
     tpus: true,
     reportsCapacity: false,
     jobNameMax: 63,
-    preemptible: (spec) => spec.gcpTpu?.spot === true || spec.capabilities?.preemptible === true,
+    preemptible: (spec) =>
+      spec.gcpTpu?.spot === true ||
+      spec.gcpTpu?.preemptible === true ||
+      spec.capabilities?.preemptible === true,
+  },
+  create(spec, ctx) {
+    return new TpuBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

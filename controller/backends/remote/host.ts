@@ -395,7 +395,8 @@ export class RemoteHost {
 /** The host a Backend spec's `connection` names, over the context's SSH transport (ssh, slurm). */
 export function sshHostOf(spec: BackendObject['spec'], ctx: BackendContext): RemoteHost {
   return new RemoteHost({
-    transport: ctx.ssh(sshTargetOf(spec.connection!)),
+    // Validation requires connection.host for the types that use this (ssh, slurm).
+    transport: ctx.ssh(sshTargetOf({ ...spec.connection!, host: spec.connection!.host! })),
     paths: spec.paths,
     setup: spec.setup,
     code: ctx.code,

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import type { JobRequest } from '../types.js';
+import { labelValue, nodeLabels, nodeNameOf, workerJob } from './names.js';
+
+const GCP_NAME = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+describe('nodeNameOf', () => {
+  it('keeps a job name that already fits GCP’s rules', () => {
+    expect(nodeNameOf('adv-train-3')).toBe('adv-train-3');
+  });
+  it('replaces dots, and keeps names that differ only there apart', () => {
+    const a = nodeNameOf('adv-a.b-1');
+    const b = nodeNameOf('adv-a-b-1');
+    expect(a).toMatch(GCP_NAME);
+    expect(a).not.toBe(b);
+    expect(nodeNameOf('adv-a.b-1')).toBe(a);
+  });
+  it('stays within 63 characters', () => {
+    const n = nodeNameOf(`adv-${'x.'.repeat(40)}y-1`);
+    expect(n.length).toBeLessThanOrEqual(63);
+    expect(n).toMatch(GCP_NAME);
+  });
+});
+
+describe('labels', () => {
+  it('are valid label values, the run’s dots replaced and long ones hashed', () => {
+    expect(nodeLabels('tpu-east', { run: 'sweep.lr-3', attempt: 2 })).toEqual({
+      'adventuretime-backend': 'tpu-east',
+      'adventuretime-run': 'sweep-lr-3',
+      'adventuretime-attempt': '2',
+    });
+    const long = labelValue('r'.repeat(100));
+    expect(long.length).toBeLessThanOrEqual(63);
+    expect(long).toMatch(/^[a-z0-9_-]+$/);
+  });
+});
+
+describe('workerJob', () => {
+  const job: JobRequest = {
+    jobName: 'adv-r-1',
+    run: 'r',
+    attempt: 1,
+    spec: {},
+    argv: ['python3', 'train.py'],
+    code: { commit: 'c' },
+    env: { LR: '0.1' },
+  };
+  it('gives each worker the multi-host contract and TPU_WORKER_ID; worker 0 keeps the job name', () => {
+    const w0 = workerJob(job, 0, 2, '10.0.0.2:8476');
+    const w1 = workerJob(job, 1, 2, '10.0.0.2:8476');
+    expect(w0.jobName).toBe('adv-r-1');
+    expect(w1.jobName).toBe('adv-r-1-w1');
+    expect(w1.env).toEqual({
+      LR: '0.1',
+      ADV_PROCESS_ID: '1',
+      JAX_PROCESS_ID: '1',
+      TPU_WORKER_ID: '1',
+      ADV_NUM_PROCESSES: '2',
+      JAX_NUM_PROCESSES: '2',
+      ADV_COORDINATOR_ADDRESS: '10.0.0.2:8476',
+      JAX_COORDINATOR_ADDRESS: '10.0.0.2:8476',
+      ADV_OWN_JOB_DIR: '1',
+    });
+    expect(job.env).toEqual({ LR: '0.1' });
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * What the `gcp-tpu` adapter derives from a job, without calling anything: the node's name and
+ * labels within GCP's rules, the job each worker runs (the multi-host contract), and how a node's
+ * state reads as an observation.
+ */
+import { createHash } from 'node:crypto';
+import type { JobRequest } from '../types.js';
+
+/** Label every node this adapter creates carries, with the Backend's name as its value. */
+export const MANAGED_BY_LABEL = 'adventuretime-backend';
+export const RUN_LABEL = 'adventuretime-run';
+export const ATTEMPT_LABEL = 'adventuretime-attempt';
+
+/** The JAX coordinator's default port on worker 0. */
+export const DEFAULT_COORDINATOR_PORT = 8476;
+
+const short = (s: string, n: number): string => createHash('sha256').update(s).digest('hex').slice(0, n);
+
+/**
+ * A node name for a job name: lowercase letters, digits and `-`, starting with a letter, at most 63
+ * characters (GCP's rule). Job names are `adv-<run>-<n>` with DNS-1123 run names, so only a `.`
+ * needs replacing; when one was, a hash of the job name keeps `a.b` and `a-b` apart.
+ */
+export function nodeNameOf(jobName: string): string {
+  const plain = jobName.toLowerCase().replace(/[^a-z0-9-]/g, '-');
+  if (plain === jobName && plain.length <= 63) return plain;
+  return `${plain.slice(0, 63 - 9).replace(/-+$/, '')}-${short(jobName, 8)}`;
+}
+
+/** A label value: lowercase letters, digits, `_` and `-`, at most 63 characters. */
+export function labelValue(s: string): string {
+  const v = s.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
+  return v.length <= 63 ? v : `${v.slice(0, 54)}-${short(s, 8)}`;
+}
+
+/** The labels of a job's node: who manages it, and which run and attempt it serves. */
+export function nodeLabels(
+  backend: string,
+  job: Pick<JobRequest, 'run' | 'attempt'>,
+): Record<string, string> {
+  return {
+    [MANAGED_BY_LABEL]: labelValue(backend),
+    [RUN_LABEL]: labelValue(job.run),
+    [ATTEMPT_LABEL]: String(job.attempt),
+  };
+}
+
+/**
+ * The job worker `k` of `n` runs: the same request with the multi-host contract (as on SLURM) and
+ * `TPU_WORKER_ID`, so `jax.distributed.initialize()` needs no arguments. Worker 0 keeps the job
+ * name (its job dir holds the attempt's records); the others get `<job>-w<k>`, so workers that
+ * share a file system (or one test machine) never share a job dir.
+ */
+export function workerJob(job: JobRequest, k: number, n: number, coordinator: string): JobRequest {
+  const id = String(k);
+  return {
+    ...job,
+    jobName: k === 0 ? job.jobName : `${job.jobName}-w${k}`,
+    env: {
+      ...job.env,
+      ADV_PROCESS_ID: id,
+      JAX_PROCESS_ID: id,
+      TPU_WORKER_ID: id,
+      ADV_NUM_PROCESSES: String(n),
+      JAX_NUM_PROCESSES: String(n),
+      ADV_COORDINATOR_ADDRESS: coordinator,
+      JAX_COORDINATOR_ADDRESS: coordinator,
+      // Each worker has a job dir of its own (bootstrap.ts): no proc-<k> subdir in it.
+      ADV_OWN_JOB_DIR: '1',
+    },
+  };
+}

@@ -1,0 +1,245 @@
+/**
+ * The `gcp-tpu` backend end to end, with the real `gcloud` against a fake of the Cloud TPU v2 API
+ * on loopback (test/helpers/fake-tpu-api.ts: no Google service can run here) and the slice's
+ * workers served by a real sshd listening on one loopback address per worker (127.0.0.2, …).
+ * A two-worker v4-16 slice runs a job on both workers with process ids 0 and 1; a spot preemption
+ * mid-run (the fake stops the workers' processes as a VM shutdown does) ends the attempt, deletes
+ * the node, and the next attempt resumes from the committed step; a zone without capacity lands
+ * the run in the next zone; cancelling deletes the node; an orphaned node is swept.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Controller } from '../controller/controller.js';
+import { FILE_STORAGE, TRAIN } from './helpers/backends.js';
+import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
+import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { waitFor } from './helpers/wait.js';
+
+/** The real gcloud and sshd: in CI they must be there; elsewhere the test is skipped, loudly. */
+function gcloudAvailable(): boolean {
+  let ok = haveSshd();
+  try {
+    execFileSync('gcloud', ['--version'], { stdio: 'ignore' });
+  } catch {
+    ok = false;
+  }
+  if (!ok && process.env.CI) throw new Error('the gcp-tpu test needs gcloud and openssh-server in CI');
+  if (!ok) console.warn('SKIPPING the gcp-tpu test: it needs the Cloud SDK (gcloud) and openssh-server');
+  return ok;
+}
+
+const available = gcloudAvailable();
+const PROJECT = 'adv-test-project';
+const ZONE_A = 'us-central2-b';
+const ZONE_B = 'us-central1-a';
+/** One sshd serves them all (OpenSSH listens on at most 16 sockets). */
+const WORKERS = Array.from({ length: 12 }, (_, i) => `127.0.0.${i + 2}`);
+
+describe.runIf(available)('gcp-tpu: a TPU VM slice per attempt, through the real gcloud', () => {
+  let tmp: string;
+  let sshd: Sshd;
+  let api: FakeTpuApi;
+  let wt: WorkTree | undefined;
+  let c: Controller | undefined;
+  const savedConfig = process.env.CLOUDSDK_CONFIG;
+
+  /** The pids of a node's worker jobs (every node's: none given), from the job dirs' pid files. */
+  async function workerPids(node?: FakeNode): Promise<number[]> {
+    const work = join(tmp, 'tpu-root', 'work');
+    const pids: number[] = [];
+    for (const d of await readdir(work).catch(() => [])) {
+      if (node && d !== node.id && !d.startsWith(`${node.id}-w`)) continue;
+      const pid = Number(await readFile(join(work, d, 'pid'), 'utf8').catch(() => '0'));
+      if (pid) pids.push(pid);
+    }
+    return pids;
+  }
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'adv-tpu-'));
+    sshd = await startSshd({ addresses: WORKERS });
+    api = await startFakeTpuApi({
+      addresses: WORKERS,
+      onPreempt: async (node) => killTree(await workerPids(node)),
+    });
+    process.env.CLOUDSDK_CONFIG = await api.configDir(PROJECT);
+  }, 60_000);
+
+  afterAll(async () => {
+    await c?.stop();
+    await wt?.cleanup();
+    await api?.stop();
+    await sshd?.stop();
+    if (savedConfig === undefined) delete process.env.CLOUDSDK_CONFIG;
+    else process.env.CLOUDSDK_CONFIG = savedConfig;
+    // Whatever a test left running on the "workers".
+    await killTree(await workerPids()).catch(() => {});
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  const backendYaml = (zones: string[]) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: tpu}
+spec:
+  type: gcp-tpu
+  gcpTpu: {project: ${PROJECT}, zone: ${zones[0]}, zones: [${zones.slice(1).join(', ')}], acceleratorType: v4-16, spot: true, readyTimeoutSec: 120}
+  connection: {user: root, port: ${sshd.port}, identityFile: ${sshd.identityFile}, knownHostsFile: ${sshd.knownHostsFile}}
+  paths: {root: ${join(tmp, 'tpu-root')}}
+`;
+
+  const runYaml = (name: string, command: string) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: ${name}}
+spec:
+  command: [sh, -c, ${JSON.stringify(command)}]
+  resources: {tpus: 4}
+  policy: {preemptible: true, maxAttempts: 4}
+  backendSelector: {order: [tpu]}
+`;
+
+  async function start(files: Record<string, string>): Promise<Controller> {
+    await c?.stop();
+    await wt?.cleanup();
+    wt = await makeWorkTree({
+      'backends/tpu.yaml': backendYaml([ZONE_A, ZONE_B]),
+      'storage.yaml': FILE_STORAGE,
+      'train.py': await readFile(TRAIN, 'utf8'),
+      ...files,
+    });
+    c = await Controller.create({
+      repo: wt.dir,
+      dataDir: join(tmp, `data-${Date.now()}`),
+      pollIntervalMs: 200,
+    });
+    await c.init();
+    return c;
+  }
+
+  const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms = 120_000) =>
+    waitFor(
+      async () => {
+        await c!.pass();
+        return done();
+      },
+      { what, timeoutMs: ms, everyMs: 200 },
+    );
+
+  const st = (run: string) => c!.runStatus(run)?.status;
+  /** Nodes the controller asked to delete (the fake finishes a delete when it is next read). */
+  const deleted = () =>
+    api.requests.filter((r) => r.method === 'DELETE').map((r) => r.path.split('/').at(-1)!);
+  /** Nodes neither deleted nor being deleted. */
+  const live = () => api.nodes().filter((n) => n.resource.state !== 'DELETING' && !deleted().includes(n.id));
+
+  it('runs a job on both workers of a v4-16 slice with the multi-host contract, then deletes the node; sweeps an orphan', async () => {
+    const out = join(tmp, 'out');
+    await mkdir(out, { recursive: true });
+    // A node carrying this backend's label that no attempt owns: swept at the first poll.
+    api.seed(PROJECT, ZONE_A, 'orphan-1', {
+      acceleratorType: 'v4-8',
+      runtimeVersion: 'tpu-ubuntu2204-base',
+      labels: { 'adventuretime-backend': 'tpu' },
+    });
+    expect(api.node(ZONE_A, 'orphan-1')).toBeDefined();
+    await start({
+      'runs/slice.yaml': runYaml(
+        'slice',
+        `echo "$ADV_PROCESS_ID $JAX_PROCESS_ID $TPU_WORKER_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS" > ${out}/worker-$TPU_WORKER_ID`,
+      ),
+    });
+    await passUntil('the run to succeed', () => st('slice')?.phase === 'Succeeded');
+    const attempt = st('slice')!.attempts[0]!;
+    expect(attempt.backend).toBe('tpu');
+    const node = api.requests.find((r) => r.method === 'POST' && r.query.nodeId?.startsWith('adv-slice-1'));
+    expect(node?.body).toMatchObject({
+      acceleratorType: 'v4-16',
+      schedulingConfig: { spot: true },
+      labels: { 'adventuretime-backend': 'tpu', 'adventuretime-run': 'slice', 'adventuretime-attempt': '1' },
+    });
+    const lines = await Promise.all([0, 1].map((k) => readFile(join(out, `worker-${k}`), 'utf8')));
+    // Both workers ran it; each saw its own process id and the same coordinator (worker 0).
+    const addresses = lines.map((l) => l.trim().split(' ')[4]);
+    expect(addresses[0]).toBe(addresses[1]);
+    expect(lines.map((l) => l.trim().split(' ').slice(0, 4).join(' '))).toEqual(['0 0 0 2', '1 1 1 2']);
+    expect(addresses[0]).toMatch(/^127\.0\.0\.\d+:8476$/);
+    // Both deleted: the run's node when its attempt ended, the orphan at a poll.
+    await passUntil('the node and the orphan deleted', () =>
+      ['adv-slice-1', 'orphan-1'].every((n) => deleted().includes(n)),
+    );
+    expect(live()).toEqual([]);
+  }, 240_000);
+
+  it('a spot preemption mid-run deletes the node; the next attempt resumes from the committed step', async () => {
+    const hold = join(tmp, 'hold');
+    await writeFile(hold, '');
+    await start({
+      'runs/resume.yaml': runYaml(
+        'resume',
+        `if [ "$TPU_WORKER_ID" = 0 ]; then exec python3 train.py --steps 60 --ckpt-every 10 --step-sleep 0.02 --hold-at 20 --hold-file ${hold}; else true; fi`,
+      ),
+    });
+    await passUntil(
+      'checkpoint 20 committed on the TPU',
+      () =>
+        st('resume')?.attempts[0]?.phase === 'Running' && (st('resume')?.attempts[0]?.lastStep ?? 0) >= 20,
+    );
+    const id = st('resume')!.attempts[0]!.jobId!;
+    const zone = api.nodes().find((n) => n.id === id)!.zone;
+    await api.preempt(zone, id);
+    await passUntil('attempt 1 preempted', () => st('resume')?.attempts[0]?.phase === 'Preempted');
+    await passUntil('the preempted node deleted', () => deleted().includes(id));
+    await rm(hold);
+    await passUntil('resumed and finished', () => st('resume')?.phase === 'Succeeded', 180_000);
+    const [first, second] = st('resume')!.attempts;
+    expect(first).toMatchObject({ backend: 'tpu', phase: 'Preempted', reason: 'PREEMPTED' });
+    expect(second).toMatchObject({
+      backend: 'tpu',
+      phase: 'Succeeded',
+      startStep: first!.lastStep,
+      lastStep: 60,
+    });
+    expect(first!.lastStep).toBeGreaterThanOrEqual(20);
+  }, 360_000);
+
+  it('a zone without capacity lands the run in the next zone', async () => {
+    api.failCapacity(ZONE_A, true);
+    try {
+      await start({ 'runs/full.yaml': runYaml('full', 'true') });
+      await passUntil('the run to succeed', () => st('full')?.phase === 'Succeeded');
+      expect(st('full')!.attempts).toHaveLength(1);
+      // Asked for in the first zone, which had no capacity, then created in the second.
+      const creates = api.requests.filter((r) => r.method === 'POST' && r.query.nodeId === 'adv-full-1');
+      expect(creates.map((r) => r.path.split('/')[5])).toEqual([ZONE_A, ZONE_B]);
+      expect(api.nodes(ZONE_A)).toEqual([]);
+    } finally {
+      api.failCapacity(ZONE_A, false);
+    }
+  }, 240_000);
+
+  it('cancelling deletes the node', async () => {
+    const hold = join(tmp, 'hold-cancel');
+    await writeFile(hold, '');
+    await start({ 'runs/stop.yaml': runYaml('stop', `while [ -f ${hold} ]; do sleep 0.2; done`) });
+    await passUntil('running', () => st('stop')?.attempts[0]?.phase === 'Running');
+    const id = st('stop')!.attempts[0]!.jobId!;
+    const zone = api.nodes().find((n) => n.id === id)!.zone;
+    await wt!.write(
+      'runs/stop.yaml',
+      runYaml('stop', `while [ -f ${hold} ]; do sleep 0.2; done`).replace(
+        'spec:\n',
+        'spec:\n  suspend: true\n',
+      ),
+    );
+    await wt!.commit('suspend stop');
+    c!.requestFetch('test');
+    await passUntil('cancelled', () => st('stop')?.attempts[0]?.phase === 'Cancelled');
+    await passUntil('its node deleted', () => deleted().includes(id));
+    expect(api.node(zone, id)?.resource.state ?? 'gone').not.toBe('READY');
+    expect(existsSync(hold)).toBe(true);
+  }, 240_000);
+});
