@@ -46,7 +46,6 @@ type Settings = NonNullable<BackendObject['spec']['gcpTpu']>;
 
 /** What happens to a job between its submit and its node's first READY poll. */
 interface Provisioning {
-  done: Promise<void>;
   /** The zone it is being created in now. */
   zone: string;
   /** Set when provisioning failed: the attempt ends with it. */
@@ -90,11 +89,11 @@ export class TpuBackend implements Backend {
     const found = await this.find(job.jobName);
     if (found) {
       // Adopted (a controller killed mid-create): carry on provisioning what exists.
-      if (!this.provisioning.has(job.jobName)) this.provision(job, this.zones.indexOf(found.zone), true);
+      if (!this.provisioning.has(job.jobName)) this.provision(job, this.zones.indexOf(found.zone));
       return { ...handle, adopted: true };
     }
     const first = await this.createIn(job, 0);
-    this.provision(job, first, true);
+    this.provision(job, first);
     return handle;
   }
 
@@ -143,10 +142,10 @@ export class TpuBackend implements Backend {
    * has no capacity, then launches the job on every worker. Never throws: a failure is recorded
    * for `poll` to report.
    */
-  private provision(job: JobRequest, i: number, created: boolean): void {
+  private provision(job: JobRequest, i: number): void {
     const node = nodeNameOf(job.jobName);
-    const p: Provisioning = { launched: false, done: Promise.resolve(), zone: this.zones[i]! };
-    p.done = (async () => {
+    const p: Provisioning = { launched: false, zone: this.zones[i]! };
+    void (async () => {
       const refused: string[] = [];
       try {
         for (let zone = i; ;) {
@@ -163,7 +162,7 @@ export class TpuBackend implements Backend {
             { job: job.jobName, zone: p.zone },
             'no TPU capacity in this zone; trying the next',
           );
-          if (zone + 1 >= this.zones.length || !created)
+          if (zone + 1 >= this.zones.length)
             throw new TpuCapacityError(
               `no ${this.settings.acceleratorType} capacity (${refused.join('; ')})`,
             );
