@@ -16,6 +16,7 @@ const BENCHES: Record<string, string> = {
   dag: './dag.ts',
   'big-blob': './big-blob.ts',
   redact: './redact.ts',
+  tpu: './tpu.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
