@@ -16,12 +16,10 @@
  *   is deleted too.
  */
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import { RemoteHost } from '../remote/host.js';
-import { sshTargetOf } from '../ssh/transport.js';
+import { expandHome, sshTargetOf } from '../ssh/transport.js';
 import {
   JobState,
   unobservable,
@@ -249,6 +247,7 @@ export class TpuBackend implements Backend {
       }
     }
     const out = await Promise.all(handles.map((h) => this.observe(h, byZone)));
+    this.forgetUnpolled(handles);
     await this.sweep(handles, byZone);
     return out;
   }
@@ -338,6 +337,17 @@ export class TpuBackend implements Backend {
         zone,
       );
     return isTerminal(first.state) ? this.end(h, first, zone) : first;
+  }
+
+  /**
+   * What was kept for attempts the controller no longer polls (it recorded their end): an ended
+   * observation, a cancel mark; kept while a provisioning task may still read the mark.
+   */
+  private forgetUnpolled(handles: readonly JobHandle[]): void {
+    const polled = new Set(handles.map((h) => h.jobName));
+    for (const jobName of this.ended.keys()) if (!polled.has(jobName)) this.ended.delete(jobName);
+    const keep = new Set([...polled, ...this.provisioning.keys()].map(nodeNameOf));
+    for (const node of this.cancelled) if (!keep.has(node)) this.cancelled.delete(node);
   }
 
   /** Records how the attempt ended and deletes its node (in the background). */
@@ -437,8 +447,7 @@ const isTerminal = (s: string): boolean => TERMINAL.has(s);
 /** The public half of an identity file (`<file>.pub`), or undefined. */
 function readPublicKey(identityFile: string): string | undefined {
   try {
-    const path = identityFile.startsWith('~/') ? join(homedir(), identityFile.slice(2)) : identityFile;
-    return readFileSync(`${path}.pub`, 'utf8').trim();
+    return readFileSync(`${expandHome(identityFile)}.pub`, 'utf8').trim();
   } catch {
     return undefined;
   }

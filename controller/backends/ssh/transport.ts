@@ -49,7 +49,8 @@ export interface ExecResult {
 
 const execFileP = promisify(execFile);
 
-const expandHome = (p: string): string => (p.startsWith('~/') ? homedir() + p.slice(1) : p);
+/** `~/x` → `<home>/x` (identity files, known_hosts). */
+export const expandHome = (p: string): string => (p.startsWith('~/') ? homedir() + p.slice(1) : p);
 
 /** The name a host has in known_hosts: `host`, or `[host]:port` off port 22. */
 export const knownHostsName = (host: string, port: number): string =>
