@@ -138,10 +138,11 @@ export class Controller {
   }
 
   static async create(opts: ControllerOptions): Promise<Controller> {
+    // Bad secret sources are refused before anything is created.
+    const secrets = new SecretSources(opts.secrets ?? {}, opts.secretEnv ?? process.env);
     const dataDir = resolve(opts.dataDir);
     await mkdir(dataDir, { recursive: true });
     // One controller per data dir (its id, its local job dirs): the second refuses to start.
-    const secrets = new SecretSources(opts.secrets ?? {}, opts.secretEnv ?? process.env); // checked first
     return withDataDirLock(dataDir, opts.lockWaitMs, async (lock) => {
       const repo = await SpecsRepo.open({ ...opts, dataDir });
       return new Controller(repo, { ...opts, dataDir }, lock, secrets);
