@@ -21,6 +21,13 @@ export const ckptPrefix = (run: string): string => `runs/${run}/ckpt/`;
 export const stepPrefix = (run: string, step: number): string => `${ckptPrefix(run)}${step}/`;
 export const attemptPrefix = (run: string, attempt: number): string => `runs/${run}/attempts/${attempt}/`;
 
+/**
+ * Where process `k` of a multi-host attempt ships its output: process 0 (and every single-host
+ * job) under `logs/`, the others under `workers/<k>/logs/`.
+ */
+export const logsPrefix = (run: string, attempt: number, k = 0): string =>
+  `${attemptPrefix(run, attempt)}${k ? `workers/${k}/` : ''}logs/`;
+
 /** A step dir name: digits only. Anything else (`42.orbax-checkpoint-tmp-…`) is in progress. */
 export const isStepName = (name: string): boolean => /^\d{1,18}$/.test(name);
 

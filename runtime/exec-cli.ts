@@ -9,7 +9,7 @@ import { advExec } from './exec.js';
 import { progressBar } from './progress.js';
 import { openStore } from './store/index.js';
 
-export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--job-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
+export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--process K] [--job-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
 
 Runs COMMAND under the AdventureTime worker contract, the same on every backend: the workload
 sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR; SIGTERM, SIGINT and SIGUSR1 are
@@ -25,6 +25,9 @@ Options:
                     (default: $ADV_STORE; none: no checkpoints, logs or heartbeats in a store)
   --run NAME        run name (default: $ADV_RUN)
   --attempt N       attempt number (default: $ADV_ATTEMPT, else 1)
+  --process K       this process's index in a multi-host job (default: $ADV_PROCESS_ID, else 0);
+                    only process 0 restores and uploads checkpoints, heartbeats and the exit
+                    record, the others ship their output (adv logs RUN --worker K)
   --job-dir DIR     where exec.json and exit.json are written
   --grace SECONDS   seconds the workload gets after SIGTERM/SIGUSR1
   --commit-mode M   auto (rename or COMMITTED marker, default) or marker (COMMITTED only)
@@ -48,6 +51,7 @@ export async function execMain(
       options: {
         run: { type: 'string' },
         attempt: { type: 'string' },
+        process: { type: 'string' },
         'job-dir': { type: 'string' },
         grace: { type: 'string' },
         store: { type: 'string' },
@@ -80,8 +84,16 @@ export async function execMain(
   }
   const attempt = Number(values.attempt ?? env.ADV_ATTEMPT ?? 1);
   const grace = Number(values.grace ?? 30);
+  const procRaw = (values.process ?? env.ADV_PROCESS_ID ?? '0').trim();
+  const proc = /^\d{1,6}$/.test(procRaw) ? Number(procRaw) : NaN;
   if (!Number.isInteger(attempt) || attempt < 1 || !Number.isFinite(grace) || grace < 0) {
     process.stderr.write('error: --attempt takes a whole number ≥ 1 and --grace a number of seconds ≥ 0\n');
+    return 2;
+  }
+  if (!Number.isInteger(proc)) {
+    process.stderr.write(
+      `error: --process (or $ADV_PROCESS_ID) takes a whole number ≥ 0, not ${JSON.stringify(procRaw)}\n`,
+    );
     return 2;
   }
   const mode = values['commit-mode'] ?? 'auto';
@@ -104,6 +116,7 @@ export async function execMain(
     ...(values['job-dir'] ? { jobDir: values['job-dir'] } : {}),
     graceSec: grace,
     commitMode: mode,
+    ...(proc ? { process: proc } : {}),
     ...(store ? { store } : {}),
     ...(values.heartbeat ? { heartbeatSec: Number(values.heartbeat) } : {}),
     ...(process.stderr.isTTY ? { progress: progressBar(process.stderr) } : {}),

@@ -39,6 +39,11 @@ export interface ExecOptions {
   store?: ObjectStore;
   commitMode?: 'auto' | 'marker';
   heartbeatSec?: number;
+  /**
+   * This process's index in a multi-host job (default 0): the others ship their output to the
+   * store and leave checkpoints, heartbeats, outputs and the exit record to process 0.
+   */
+  process?: number;
   log?: (line: string) => void;
   /** Progress of long transfers, for a terminal. */
   progress?: (label: string, bytes: number, total: number) => void;
@@ -87,6 +92,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
         ...(opts.commitMode ? { commitMode: opts.commitMode } : {}),
         ...(opts.heartbeatSec ? { heartbeatSec: opts.heartbeatSec } : {}),
         ...(opts.progress ? { progress: opts.progress } : {}),
+        ...(opts.process ? { process: opts.process } : {}),
       })
     : undefined;
   await worker?.restore();
@@ -219,7 +225,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     reason = exitCode === 0 ? ExitReason.Completed : ExitReason.Error;
   }
   // A node that finished its work publishes its declared outputs, each complete or not at all.
-  if (reason === ExitReason.Completed && outputs.length && !stopSignal) {
+  if (reason === ExitReason.Completed && outputs.length && !stopSignal && !opts.process) {
     const problem = await publishOutputs(opts.store, opts.run, opts.attempt, artifactDir, outputs, log);
     if (problem) {
       reason = ExitReason.Error;

@@ -18,6 +18,7 @@ import {
   attemptPrefix,
   COMMITTED_MARKER,
   isStepName,
+  logsPrefix,
   restoreLatest,
   stepPrefix,
   uploadCheckpoint,
@@ -41,6 +42,12 @@ export interface WorkerOptions {
   log: (line: string) => void;
   /** Progress of long transfers (a TTY renders a bar). */
   progress?: (label: string, bytes: number, total: number) => void;
+  /**
+   * This process's index in a multi-host job (default 0). Only process 0 restores and uploads
+   * checkpoints, heartbeats and the exit record; the others ship their output only, to their own
+   * logs prefix (`logsPrefix`).
+   */
+  process?: number;
 }
 
 interface Seen {
@@ -76,8 +83,17 @@ export class Worker {
     return this.last;
   }
 
+  /** Process 0 of the attempt (or its only one): it owns checkpoints, heartbeats, the exit record. */
+  get primary(): boolean {
+    return !this.o.process;
+  }
+
   /** Before the workload starts: the newest checkpoint that verifies, into ADV_CKPT_DIR. */
   async restore(): Promise<RestoreResult | undefined> {
+    if (!this.primary) {
+      this.o.log(`process ${this.o.process}: process 0 restores and uploads the checkpoints`);
+      return undefined;
+    }
     this.restored = await restoreLatest(this.o.store, this.o.run, this.o.ckptDir, {
       warn: (m) => this.o.log(`warning: ${m}`),
       onProgress: (b, t) => this.o.progress?.('restore', b, t),
@@ -99,6 +115,9 @@ export class Worker {
 
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
   async start(): Promise<void> {
+    this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);
+    this.logTimer.unref();
+    if (!this.primary) return;
     this.watcher = chokidar.watch(this.o.ckptDir, { depth: 1, ignoreInitial: true });
     this.watcher.on('all', () => this.scheduleScan(100));
     await new Promise<void>((r) => this.watcher!.once('ready', () => r()));
@@ -106,8 +125,7 @@ export class Worker {
     this.scanTimer = setInterval(() => this.scheduleScan(0), Math.max(100, this.settleMs / 2));
     await this.heartbeat();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), (this.o.heartbeatSec ?? 15) * 1000);
-    this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);
-    for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer]) t.unref();
+    for (const t of [this.scanTimer, this.heartbeatTimer]) t.unref();
   }
 
   /** The workload's output: copied to the terminal by the caller, shipped here in parts. */
@@ -123,7 +141,7 @@ export class Worker {
       const body = Buffer.concat(this.logBuf);
       this.logBuf = [];
       this.logBytes = 0;
-      const key = `${attemptPrefix(this.o.run, this.o.attempt)}logs/part-${String(this.logPart++).padStart(6, '0')}`;
+      const key = `${logsPrefix(this.o.run, this.o.attempt, this.o.process)}part-${String(this.logPart++).padStart(6, '0')}`;
       await this.o.store
         .put(key, body)
         .catch((e: Error) => this.o.log(`warning: cannot ship logs: ${e.message}`));
@@ -238,6 +256,7 @@ export class Worker {
   /** After the workload: last checkpoints, logs, the exit record, a last heartbeat. */
   async finish(record: ExitRecord, opts: { workloadExitedOnItsOwn: boolean }): Promise<void> {
     for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer]) if (t) clearInterval(t);
+    if (!this.primary) return this.flushLogs();
     await this.watcher?.close();
     await this.scan(true, opts.workloadExitedOnItsOwn);
     await this.uploading;

@@ -195,6 +195,47 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
     expect(warnings[1]).toMatch(/^checkpoint 20 skipped: w\.bin does not match its manifest \(sha256 /);
   });
 
+  it('process 1 of a multi-host attempt ships only its output, under workers/1/logs/', async () => {
+    const { store, url } = await make();
+    await uploadCheckpoint(store, {
+      run: 'mh',
+      step: 5,
+      attempt: 1,
+      dir: await stepDir(5, { 'a.bin': 'five' }),
+    });
+    const job = join(tmp, `mh-${_name}`);
+    const ckpt = join(job, 'ckpt');
+    // It writes a finished step and declares an output: neither is process 1's to upload.
+    const script = `echo "hello from $ADV_PROCESS_ID"; mkdir -p "$ADV_CKPT_DIR/7" && echo x > "$ADV_CKPT_DIR/7/COMMITTED"; mkdir -p "$ADV_ARTIFACT_DIR/model" && echo m > "$ADV_ARTIFACT_DIR/model/w"`;
+    const e = advExec(
+      ['--store', url, '--run', 'mh', '--attempt', '2', '--job-dir', job, '--', 'sh', '-c', script],
+      {
+        ADV_PROCESS_ID: '1',
+        ADV_CKPT_DIR: ckpt,
+        ADV_OUTPUTS: 'model',
+      },
+    );
+    expect(await e.done, e.out()).toBe(0);
+    const keys: string[] = [];
+    for await (const o of store.list('runs/mh/')) keys.push(o.key);
+    const attempt2 = keys.filter((k) => k.startsWith('runs/mh/attempts/2/'));
+    expect(attempt2.length).toBeGreaterThan(0);
+    expect(
+      attempt2.every((k) => k.startsWith('runs/mh/attempts/2/workers/1/logs/part-')),
+      attempt2.join(' '),
+    ).toBe(true);
+    const text = (await Promise.all(attempt2.sort().map((k) => store.get(k))))
+      .map((b) => Buffer.from(b!).toString())
+      .join('');
+    expect(text).toContain('hello from 1');
+    // Nothing restored into its dir, no step 7, no output, no exit record or heartbeat in the store.
+    expect(existsSync(join(ckpt, '5'))).toBe(false);
+    expect((await latestCommitted(store, 'mh'))?.step).toBe(5);
+    expect(keys.some((k) => k.includes('/outputs/'))).toBe(false);
+    // The exit record stays in its own job dir, for the backend to read.
+    expect(JSON.parse(readFileSync(join(job, 'exit.json'), 'utf8'))).toMatchObject({ exitCode: 0 });
+  });
+
   it(
     'survives SIGKILL of adv exec at 50 random moments: restore never picks a bad checkpoint, and the run resumes',
     async () => {

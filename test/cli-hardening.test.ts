@@ -203,6 +203,7 @@ describe('names that are not names, attempts that do not exist', () => {
     store = `file://${join(tmp, 'store')}`;
     const s = await openStore(store);
     await s.put('runs/one/attempts/1/logs/000000.log', 'hello from attempt 1\n');
+    await s.put('runs/one/attempts/1/workers/2/logs/part-000000', 'hello from worker 2\n');
   });
 
   it('adv logs ../x is a usage error, not an internal one', async () => {
@@ -224,6 +225,18 @@ describe('names that are not names, attempts that do not exist', () => {
     expect(r.err).toContain('run one has no attempt 5');
     expect(r.err).toContain('attempts: 1');
     expect((await adv(['logs', 'one', '--attempt', 'two', '--store', store], tmp)).code).toBe(2);
+  });
+
+  it('adv logs --worker K prints process K of a multi-host attempt', async () => {
+    const w = await adv(['logs', 'one', '--worker', '2', '--store', store], tmp);
+    expect(w.code, w.err).toBe(0);
+    expect(w.out).toBe('hello from worker 2\n');
+    const none = await adv(['logs', 'one', '--worker', '3', '--store', store], tmp);
+    expect(none.out).toBe('');
+    expect(none.err).toContain('no output yet for one attempt 1 worker 3');
+    const bad = await adv(['logs', 'one', '--worker', 'two', '--store', store], tmp);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--worker takes a whole number from 0');
   });
 });
 

@@ -88,14 +88,11 @@ fail() {
 command -v node >/dev/null 2>&1 || fail "Node.js >= 20 is required on $(hostname) and was not found in PATH"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ] || fail "Node.js >= 20 is required on $(hostname); found $(node --version)"
 # On a multi-node job every process runs this script: each gets its own dir (a gcp-tpu worker
-# has one already: ADV_OWN_JOB_DIR); only process 0
-# talks to the object store (checkpoints, logs, heartbeats).
-if [ "\${ADV_PROCESS_ID:-0}" != 0 ]; then
-  if [ -z "\${ADV_OWN_JOB_DIR:-}" ]; then
-    ADV_JOB_DIR="$ADV_JOB_DIR/proc-$ADV_PROCESS_ID"; export ADV_JOB_DIR
-    mkdir -p "$ADV_JOB_DIR" && cd "$ADV_JOB_DIR"
-  fi
-  unset ADV_STORE
+# has one already: ADV_OWN_JOB_DIR). adv exec reads ADV_PROCESS_ID: only process 0 restores and
+# uploads checkpoints, heartbeats and the exit record; the others ship their output only.
+if [ "\${ADV_PROCESS_ID:-0}" != 0 ] && [ -z "\${ADV_OWN_JOB_DIR:-}" ]; then
+  ADV_JOB_DIR="$ADV_JOB_DIR/proc-$ADV_PROCESS_ID"; export ADV_JOB_DIR
+  mkdir -p "$ADV_JOB_DIR" && cd "$ADV_JOB_DIR"
 fi
 mkdir -p work && tar -xzf "$ADV_CODE_TARBALL" -C work || fail "cannot extract the code"
 
