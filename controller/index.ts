@@ -72,6 +72,8 @@ export type {
 export { SPECS_SOURCE, STATUS_DIRS } from './status/types.js';
 export { printable } from './status/printable.js';
 export { age } from './status/age.js';
+export { attemptCost, formatCost, formatMoney, runCost } from './status/cost.js';
+export type { Cost } from './status/cost.js';
 export { graphOf } from './status/dag-graph.js';
 export type { GraphNode } from './status/dag-graph.js';
 

@@ -10,6 +10,8 @@ export interface MetricsSnapshot {
   runs: ReadonlyMap<string, number>;
   dags: ReadonlyMap<string, number>;
   checkpointAge: ReadonlyMap<string, number>;
+  /** Cost so far of each run with a live attempt and a price. */
+  runCost: ReadonlyMap<string, number>;
   /** Errors of the specs repo's last load (`sources/specs.yaml`). */
   specLoadErrors: number;
 }
@@ -86,6 +88,13 @@ export class ControllerMetrics {
     labelNames: ['run'],
     registers: [this.registry],
     collect: (): void => setAll(this.checkpointAge, 'run', this.take().checkpointAge),
+  });
+  readonly runCost: Gauge<'run'> = new Gauge({
+    name: 'adventuretime_run_cost',
+    help: "Cost so far of each run with a live attempt: hours × each attempt's price (the unit of the Backends' costPerHour).",
+    labelNames: ['run'],
+    registers: [this.registry],
+    collect: (): void => setAll(this.runCost, 'run', this.take().runCost),
   });
   readonly gitFetch = new Histogram({
     name: 'adventuretime_git_fetch_duration_seconds',

@@ -5,7 +5,11 @@ import {
   AdvError,
   ErrorCode,
   age,
+  attemptCost,
+  formatCost,
+  formatMoney,
   graphOf,
+  runCost,
   type Attempt,
   type Condition,
   type DagStatusDoc,
@@ -72,6 +76,11 @@ export function registerDescribe(program: Command, io: Io): void {
             );
           if (st.lastHeartbeat)
             out.push(safe`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
+          const total = runCost(st.attempts, Date.now());
+          if (total !== undefined)
+            out.push(
+              safe`Cost:         ${formatMoney(total)} over ${st.attempts.filter((a) => a.price).length} priced attempt(s) (hours × the backend's costPerHour)`,
+            );
 
           out.push(...conditionsSection(st.conditions));
           out.push('', 'Attempts:');
@@ -90,6 +99,7 @@ export function registerDescribe(program: Command, io: Io): void {
                     'CLASS',
                     'STEPS',
                     'LOST',
+                    'COST',
                     'REASON',
                   ],
                   st.attempts.map((a) => [
@@ -109,6 +119,7 @@ export function registerDescribe(program: Command, io: Io): void {
                       a,
                       st.attempts.find((x) => x.n === a.n + 1),
                     ),
+                    costText(a),
                     [a.reason, a.message].filter(Boolean).join(': '),
                   ]),
                 ).trimEnd()
@@ -143,6 +154,12 @@ export function lostWork(a: Attempt, next: Attempt | undefined): string {
       ? `, ${end - next.startStep} steps redone`
       : '';
   return `${duration(secs)} ${since}${redo}`;
+}
+
+/** An attempt's cost so far, or `-` when its backend has no price. */
+function costText(a: Attempt): string {
+  const c = attemptCost(a, Date.now());
+  return c ? formatCost(c) : '-';
 }
 
 function duration(s: number): string {

@@ -5,6 +5,7 @@
  */
 import type { Controller } from '../controller.js';
 import { age } from '../status/age.js';
+import { attemptCost, formatCost, formatMoney, runCost } from '../status/cost.js';
 import { graphOf, type GraphNode } from '../status/dag-graph.js';
 import type {
   Attempt,
@@ -372,6 +373,7 @@ function attemptsTable(doc: RunStatusDoc, now: number): Html {
         ? '-'
         : `${a.startStep ?? 0} → ${a.lastStep ?? a.startStep ?? 0}`;
     const end = [a.class, a.reason].filter((x) => x && x !== a.phase);
+    const cost = attemptCost(a, now);
     return html`<tr data-attempt="${a.n}">
       <td class="num">${a.n}</td>
       <td>${badge(a.phase)}</td>
@@ -386,6 +388,7 @@ function attemptsTable(doc: RunStatusDoc, now: number): Html {
         }
       </td>
       <td class="mono">${steps}</td>
+      <td class="num">${cost ? formatCost(cost) : '-'}</td>
       <td>${why(a.why)}</td>
     </tr>`;
   });
@@ -400,6 +403,7 @@ function attemptsTable(doc: RunStatusDoc, now: number): Html {
       'Timeline',
       'End class / reason',
       'Steps',
+      ['Cost', 'num'],
       'Why this backend',
     ],
     rows,
@@ -429,6 +433,12 @@ async function historyTable(c: Controller, kind: 'Run' | 'DAG', name: string, no
 }
 
 /** A run's heading and facts: phase, why, where it runs, how far it got, and which spec. */
+/** The run's cost over its priced attempts (hours × the backend's costPerHour), if any has a price. */
+function totalCost(attempts: RunStatusDoc['status']['attempts'], now: number): string | undefined {
+  const total = runCost(attempts, now);
+  return total === undefined ? undefined : `${formatMoney(total)} (hours × costPerHour)`;
+}
+
 function runSummary(doc: RunStatusDoc, now: number): Html {
   const st = doc.status;
   const last = st.attempts.at(-1);
@@ -447,6 +457,7 @@ function runSummary(doc: RunStatusDoc, now: number): Html {
           : undefined,
       ],
       ['Last heartbeat', st.lastHeartbeat ? `${age(st.lastHeartbeat, now)} ago` : undefined],
+      ['Cost', totalCost(st.attempts, now)],
       ['Next attempt after', st.nextAttemptAfter ? when(st.nextAttemptAfter, now) : undefined],
       [
         'Created',

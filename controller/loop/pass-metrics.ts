@@ -6,6 +6,7 @@ import type { ControllerMetrics, MetricsSnapshot } from '../metrics.js';
 import type { StatusWriter } from '../status/writer.js';
 import { SPECS_SOURCE, type DagStatusDoc, type RunStatusDoc, type SourceStatusDoc } from '../status/types.js';
 import type { LiveAttempt } from './observer.js';
+import { runCost } from '../status/cost.js';
 
 /** Milliseconds spent in each step of a pass. */
 export type PassSteps = {
@@ -41,10 +42,21 @@ export function metricsSnapshot(
     return out;
   };
   const checkpointAge = new Map<string, number>();
+  const runCosts = new Map<string, number>();
   for (const { run } of live) {
-    const ck = status.get<RunStatusDoc>('Run', run)!.status.checkpoint;
+    const st = status.get<RunStatusDoc>('Run', run)!.status;
+    const ck = st.checkpoint;
     if (ck) checkpointAge.set(run, Math.max(0, (nowMs - Date.parse(ck.createdAt)) / 1000));
+    const cost = runCost(st.attempts, nowMs);
+    if (cost !== undefined) runCosts.set(run, cost);
   }
   const specLoadErrors = status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.errorCount ?? 0;
-  return { queueDepth, runs: byPhase('Run'), dags: byPhase('DAG'), checkpointAge, specLoadErrors };
+  return {
+    queueDepth,
+    runs: byPhase('Run'),
+    dags: byPhase('DAG'),
+    checkpointAge,
+    runCost: runCosts,
+    specLoadErrors,
+  };
 }

@@ -254,6 +254,38 @@ describe('guardrails', () => {
     expect(p.actions.map((x) => x.type)).toEqual(['cancel']);
   });
 
+  it('maxCost stops the live attempt once the attempts together cost more, and fails the run', () => {
+    const s = spec({ maxCost: 10 });
+    const priced = { price: { perHour: 4, from: 'started' as const } };
+    // 1 h at 4/h before, then 0.5 h at 4/h: 6, under 10; the rented instance then reports 16/h.
+    const cur = live(s, 'Running', [priced], { ...priced, startedAt: iso(T0 - 1_800_000) });
+    const under = planRun(
+      { name: 'r', desired: desired(s), current: cur, observed: seen(cur, 'Running') },
+      ctx(),
+    );
+    expect(under.doc!.status.phase).toBe('Running');
+    const p = planRun(
+      {
+        name: 'r',
+        desired: desired(s),
+        current: cur,
+        observed: { ...seen(cur, 'Running'), pricePerHour: 16 },
+      },
+      ctx(),
+    );
+    expect(p.doc!.status.attempts[1]!.price).toEqual({ perHour: 16, from: 'started' });
+    expect(p.doc!.status).toMatchObject({ phase: 'Failed', reason: 'CostLimitExceeded' });
+    expect(p.doc!.status.message).toContain('cost 12.00 in total, past policy.maxCost (10)');
+    expect(p.actions.map((x) => x.type)).toEqual(['cancel']);
+    // Between attempts, a run already past its budget starts no new one.
+    const ended = live(s, 'Running', [{ ...priced, startedAt: iso(T0 - 4 * 3_600_000) }], priced);
+    ended.status.attempts.pop();
+    ended.status.phase = 'Scheduling';
+    const next = planRun({ name: 'r', desired: desired(s), current: ended }, ctx());
+    expect(next.doc!.status).toMatchObject({ phase: 'Failed', reason: 'CostLimitExceeded' });
+    expect(next.actions).toEqual([]);
+  });
+
   it('a run queued past queuedTimeoutSec is withdrawn and sent to the next backend', () => {
     const s = spec({ queuedTimeoutSec: 600 });
     const cur = live(s, 'Queued', [], { submittedAt: iso(T0 - 700_000) });

@@ -18,6 +18,7 @@ import {
   type RunStatusDoc,
 } from '../status/types.js';
 import { classifyEnd, EndClass } from './classify.js';
+import { formatMoney, runCost } from '../status/cost.js';
 import {
   DEFAULT_HEARTBEAT_TIMEOUT_SEC,
   RESTART_GRACE_MS,
@@ -223,10 +224,38 @@ function userFailure(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number
  */
 export function guardrails(doc: RunStatusDoc, a: Attempt, spec: RunSpec, ctx: PlanContext): boolean {
   return (
+    costGuard(doc, a, spec, ctx.now) ||
     totalTimeGuard(doc, a, spec, ctx.now) ||
     maxHoursGuard(doc, a, spec, ctx.now) ||
     queuedTimeoutGuard(doc, a, spec, ctx)
   );
+}
+
+/** `maxCost`: the run fails once its attempts together cost more (a live one is stopped). */
+function costGuard(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number): boolean {
+  const message = costLimitMessage(doc.status.attempts, spec, nowMs);
+  if (!message) return false;
+  endAttempt(doc, a, spec, nowMs, {
+    phase: AttemptPhase.Failed,
+    class: EndClass.Timeout,
+    reason: Reason.CostLimitExceeded,
+    message,
+  });
+  delete doc.status.nextAttemptAfter;
+  setPhase(doc, Phase.Failed, Reason.CostLimitExceeded, message);
+  return true;
+}
+
+/** Why the run is past `policy.maxCost`, or undefined while it is not (or has no price). */
+export function costLimitMessage(
+  attempts: readonly Attempt[],
+  spec: RunSpec,
+  nowMs: number,
+): string | undefined {
+  const max = spec.policy?.maxCost;
+  const total = max === undefined ? undefined : runCost(attempts, nowMs);
+  if (max === undefined || total === undefined || total < max) return undefined;
+  return `the run's attempts cost ${formatMoney(total)} in total, past policy.maxCost (${max})`;
 }
 
 /** `maxTotalHours`: the run fails, whatever the attempt's class would say. */
@@ -298,6 +327,9 @@ export function applyObservation(
   const st = doc.status;
   if (o.jobId && o.jobId !== 'unknown') a.jobId = o.jobId;
   if (o.startedAt) a.startedAt ??= o.startedAt;
+  // The backend knows the price better than the Backend spec did (a rented instance's own rate).
+  if (o.pricePerHour !== undefined && o.pricePerHour !== a.price?.perHour)
+    a.price = { perHour: o.pricePerHour, from: a.price?.from ?? 'submitted' };
   if (o.state === JobState.Unknown) return unobservable(doc, a, o, spec, nowMs);
   st.conditions = removeCondition(st.conditions, ConditionType.Stale);
   const cls = classifyEnd(o);

@@ -24,6 +24,7 @@ import { EndClass } from './classify.js';
 import {
   applyHeartbeat,
   applyObservation,
+  costLimitMessage,
   guardrails,
   heartbeatTimeoutMs,
   hours,
@@ -452,9 +453,16 @@ function missingSecrets(w: RunWork): string | undefined {
   return `${message}; set ${several ? 'them' : 'it'} in the controller's environment, then adv reconcile run ${w.name}`;
 }
 
-/** `maxTotalHours` reached between attempts: the run fails instead of starting another. */
+/** `maxTotalHours` or `maxCost` reached between attempts: the run fails instead of starting another. */
 function outOfTotalTime(w: RunWork): boolean {
   const st = w.doc.status;
+  const overBudget = costLimitMessage(st.attempts, w.spec, w.ctx.now);
+  if (overBudget) {
+    delete st.nextAttemptAfter;
+    setPhase(w.doc, Phase.Failed, Reason.CostLimitExceeded, overBudget);
+    clearStalled(st);
+    return true;
+  }
   const total = runTimeMs(st.attempts, w.ctx.now);
   const max = w.spec.policy?.maxTotalHours;
   if (max === undefined || total < max * 3_600_000) return false;
@@ -528,6 +536,7 @@ function createAttempt(w: RunWork, backend: string, why: string, codeCommit: str
     specCommit: st.specCommit ?? w.ctx.specCommit,
     codeCommit,
     ...(w.ctx.controllerId ? { controller: w.ctx.controllerId } : {}),
+    ...priceOf(w, backend),
     why,
   };
   st.attempts.push(attempt);
@@ -545,6 +554,18 @@ function createAttempt(w: RunWork, backend: string, why: string, codeCommit: str
  * The longest job name `backend` accepts (its type's traits); 63, Kubernetes', for a backend
  * passed in without traits.
  */
+/**
+ * The attempt's price, from the Backend's `capabilities.costPerHour` (per node) and the nodes the
+ * run spans; a backend that creates what it runs on (no queue of its own) bills from the submit.
+ */
+function priceOf(w: RunWork, backend: string): Pick<Attempt, 'price'> {
+  const info = w.ctx.backends.find((b) => b.name === backend);
+  const perNode = info?.spec.capabilities?.costPerHour;
+  if (perNode === undefined) return {};
+  const perHour = perNode * (w.spec.resources?.nodes ?? 1);
+  return { price: { perHour, from: info?.traits.queuesWhenFull ? 'started' : 'submitted' } };
+}
+
 function jobNameMaxOf(ctx: PlanContext, backend: string): number {
   const info = ctx.backends.find((b) => b.name === backend);
   return info?.traits?.jobNameMax ?? 63;

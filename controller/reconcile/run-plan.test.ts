@@ -71,6 +71,33 @@ describe('planRun', () => {
     expect(p.summary).toBe('run/r: Submitting attempt 1 to local');
   });
 
+  it("records the chosen backend's price on the attempt: per node, billed from the submit unless it queues", () => {
+    const priced = ctx({
+      backends: [
+        backend('tpu', {
+          spec: { type: 'gcp-tpu', capabilities: { costPerHour: 2.5 } },
+          traits: { ...backend('x').traits, queuesWhenFull: false },
+        }),
+        backend('hpc', {
+          spec: { type: 'slurm', capabilities: { costPerHour: 1.5 } },
+          traits: { ...backend('x').traits, queuesWhenFull: true, multiNode: true },
+        }),
+      ],
+    });
+    const onto = (order: string[], spec: RunSpec = base) =>
+      planRun({ name: 'r', desired: desired({ ...spec, backendSelector: { order } }) }, priced).doc!.status
+        .attempts[0];
+    expect(onto(['tpu'])?.price).toEqual({ perHour: 2.5, from: 'submitted' });
+    expect(onto(['hpc'], { ...base, resources: { nodes: 4 } })?.price).toEqual({
+      perHour: 6,
+      from: 'started',
+    });
+    // No price on the Backend: none on the attempt.
+    expect(
+      planRun({ name: 'r', desired: desired(base) }, ctx()).doc!.status.attempts[0]?.price,
+    ).toBeUndefined();
+  });
+
   it.each([
     ['priority decides without an order', base, 'big'],
     [

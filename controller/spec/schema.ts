@@ -207,6 +207,13 @@ export const PolicySchema = strict(
     maxTotalHours: optional(
       Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit over all attempts, in hours.' }),
     ),
+    maxCost: optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        description:
+          "Money limit over all attempts (hours × each attempt's price, in the unit of the Backends' costPerHour): past it the attempt is stopped and the run fails.",
+      }),
+    ),
     heartbeatTimeoutSec: optional(
       Type.Integer({
         minimum: 10,

@@ -80,6 +80,8 @@ export const Reason = {
   MaxHoursExceeded: 'MaxHoursExceeded',
   /** The run's attempts together ran past `policy.maxTotalHours`. */
   TotalTimeExceeded: 'TotalTimeExceeded',
+  /** The run's attempts together cost more than `policy.maxCost`. */
+  CostLimitExceeded: 'CostLimitExceeded',
   /** The job could not be observed past the threshold and sent no heartbeat. */
   Unreachable: 'Unreachable',
   /** `code.ref` names no branch, tag or commit of the repository (stalled). */
@@ -133,6 +135,12 @@ export interface Attempt {
   codeCommit?: string;
   /** Id of the controller that wrote the write-ahead record (only it completes the submission). */
   controller?: string;
+  /**
+   * Its price when it was chosen (`attemptCost` turns it into money): the Backend's
+   * `capabilities.costPerHour` × the nodes the run spans, billed from `submitted` where the backend
+   * creates what it runs on (a TPU node bills from its create), else from `started`.
+   */
+  price?: { perHour: number; from: 'submitted' | 'started' };
   /** Checkpoint step this attempt restored from (absent: from scratch). */
   startStep?: number;
   /** Latest checkpoint this attempt committed. */
