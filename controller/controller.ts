@@ -19,7 +19,7 @@ import { defaultSshTransport, gitCodeExporter } from './backends/code.js';
 import { BACKENDS } from './backends/registry.js';
 import type { ObservedJob } from './backends/types.js';
 import { SpecsRepo } from './git/specs-repo.js';
-import { BackendAdapters } from './loop/adapters.js';
+import { BackendAdapters, contextsOf } from './loop/adapters.js';
 import { DesiredState, dagKey, everyKey, runKey, splitKey } from './loop/desired-state.js';
 import { Executor } from './loop/executor.js';
 import { BackendView } from './loop/backend-view.js';
@@ -109,13 +109,12 @@ export class Controller {
       onReload,
     });
     this.gate = new VerifiedHead(repo, this.sync, { ...opts, logger, now });
-    const code = gitCodeExporter(repo.git);
     const ssh = opts.sshTransport ?? defaultSshTransport;
-    this.adapters = new BackendAdapters(
-      descriptors,
-      (name) => ({ dataDir: opts.dataDir, logger: logger.child({ backend: name }), now, code, ssh, secrets }),
-      logger,
+    const shared = { dataDir: opts.dataDir, logger, now, code: gitCodeExporter(repo.git), secrets, ssh };
+    const contexts = contextsOf({ ...shared, objects: () => this.inputs.objects }, (backend, job) =>
+      this.inputs.requestForJob(backend, job, this.status, this.desired),
     );
+    this.adapters = new BackendAdapters(descriptors, contexts, logger);
     this.observer = new Observer(this.adapters, logger, now);
     this.leadership = new Leadership(repo, this.sync, {
       durationMs: opts.leaseDurationMs ?? 30_000,

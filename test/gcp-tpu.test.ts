@@ -5,17 +5,23 @@
  * A two-worker v4-16 slice runs a job on both workers with process ids 0 and 1; a spot preemption
  * mid-run (the fake stops the workers' processes as a VM shutdown does) ends the attempt, deletes
  * the node, and the next attempt resumes from the committed step; a zone without capacity lands
- * the run in the next zone; cancelling deletes the node; an orphaned node is swept.
+ * the run in the next zone; cancelling deletes the node; an orphaned node is swept; a controller
+ * process killed with SIGKILL while its node is being created leaves exactly one node, which the
+ * restarted controller adopts and runs on.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
+import type { RunStatusDoc } from '../controller/status/types.js';
 import { FILE_STORAGE, TRAIN } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
+import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
 import { waitFor } from './helpers/wait.js';
@@ -39,6 +45,8 @@ const ZONE_A = 'us-central2-b';
 const ZONE_B = 'us-central1-a';
 /** One sshd serves them all (OpenSSH listens on at most 16 sockets). */
 const WORKERS = Array.from({ length: 12 }, (_, i) => `127.0.0.${i + 2}`);
+/** The compiled CLI (built by the integration suite's global setup). */
+const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
 
 describe.runIf(available)('gcp-tpu: a TPU VM slice per attempt, through the real gcloud', () => {
   let tmp: string;
@@ -90,6 +98,7 @@ spec:
   gcpTpu: {project: ${PROJECT}, zone: ${zones[0]}, zones: [${zones.slice(1).join(', ')}], acceleratorType: v4-16, spot: true, readyTimeoutSec: 120}
   connection: {user: root, port: ${sshd.port}, identityFile: ${sshd.identityFile}, knownHostsFile: ${sshd.knownHostsFile}}
   paths: {root: ${join(tmp, 'tpu-root')}}
+  capabilities: {costPerHour: 12.88}
 `;
 
   const runYaml = (name: string, command: string) => `apiVersion: adventuretime.dev/v1alpha1
@@ -102,9 +111,11 @@ spec:
   backendSelector: {order: [tpu]}
 `;
 
+  let dataDir = '';
   async function start(files: Record<string, string>): Promise<Controller> {
     await c?.stop();
     await wt?.cleanup();
+    dataDir = join(tmp, `data-${Date.now()}`);
     wt = await makeWorkTree({
       'backends/tpu.yaml': backendYaml([ZONE_A, ZONE_B]),
       'storage.yaml': FILE_STORAGE,
@@ -113,7 +124,7 @@ spec:
     });
     c = await Controller.create({
       repo: wt.dir,
-      dataDir: join(tmp, `data-${Date.now()}`),
+      dataDir,
       pollIntervalMs: 200,
     });
     await c.init();
@@ -149,7 +160,7 @@ spec:
     await start({
       'runs/slice.yaml': runYaml(
         'slice',
-        `echo "$ADV_PROCESS_ID $JAX_PROCESS_ID $TPU_WORKER_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS" > ${out}/worker-$TPU_WORKER_ID`,
+        `echo "$ADV_PROCESS_ID $JAX_PROCESS_ID $TPU_WORKER_ID $JAX_NUM_PROCESSES $JAX_COORDINATOR_ADDRESS" > ${out}/worker-$TPU_WORKER_ID; echo "hello from worker $TPU_WORKER_ID"`,
       ),
     });
     await passUntil('the run to succeed', () => st('slice')?.phase === 'Succeeded');
@@ -167,6 +178,27 @@ spec:
     expect(addresses[0]).toBe(addresses[1]);
     expect(lines.map((l) => l.trim().split(' ').slice(0, 4).join(' '))).toEqual(['0 0 0 2', '1 1 1 2']);
     expect(addresses[0]).toMatch(/^127\.0\.0\.\d+:8476$/);
+    // Each worker's output is in the store: adv logs shows worker 0, --worker 1 the other.
+    const adv = async (...args: string[]) => {
+      const io = captureIo({ ...process.env }, tmp);
+      const code = await runCli(args, io);
+      return { code, out: io.out(), err: io.err() };
+    };
+    const store = `file://${join(dataDir, 'store')}`;
+    expect(await adv('logs', 'slice', '--store', store)).toMatchObject({
+      code: 0,
+      out: 'hello from worker 0\n',
+    });
+    expect(await adv('logs', 'slice', '--worker', '1', '--store', store)).toMatchObject({
+      code: 0,
+      out: 'hello from worker 1\n',
+    });
+    // Its cost: billed from the create, at the Backend's price.
+    expect(attempt.price).toEqual({ perHour: 12.88, from: 'submitted' });
+    const described = await adv('describe', 'run', 'slice', '--repo', wt!.dir);
+    expect(described.code, described.err).toBe(0);
+    expect(described.out).toMatch(/Cost: +\d+\.\d+ over 1 priced attempt/);
+    expect(described.out).toMatch(/h × 12\.88\/h\)/);
     // Both deleted: the run's node when its attempt ended, the orphan at a poll.
     await passUntil('the node and the orphan deleted', () =>
       ['adv-slice-1', 'orphan-1'].every((n) => deleted().includes(n)),
@@ -226,6 +258,8 @@ spec:
     await writeFile(hold, '');
     await start({ 'runs/stop.yaml': runYaml('stop', `while [ -f ${hold} ]; do sleep 0.2; done`) });
     await passUntil('running', () => st('stop')?.attempts[0]?.phase === 'Running');
+    // A live run with a priced backend: its cost so far is a metric.
+    expect(await c!.metrics.text()).toMatch(/^adventuretime_run_cost\{run="stop"\} \d/m);
     const id = st('stop')!.attempts[0]!.jobId!;
     const zone = api.nodes().find((n) => n.id === id)!.zone;
     await wt!.write(
@@ -242,4 +276,54 @@ spec:
     expect(api.node(zone, id)?.resource.state ?? 'gone').not.toBe('READY');
     expect(existsSync(hold)).toBe(true);
   }, 240_000);
+
+  it('a controller killed with SIGKILL during create leaves exactly one node, which the restarted one adopts', async () => {
+    await c?.stop();
+    c = undefined;
+    await wt?.cleanup();
+    const out = join(tmp, 'out-crash');
+    await mkdir(out, { recursive: true });
+    wt = await makeWorkTree({
+      'backends/tpu.yaml': backendYaml([ZONE_A, ZONE_B]),
+      'storage.yaml': FILE_STORAGE,
+      'runs/crash.yaml': runYaml('crash', `echo "$JAX_PROCESS_ID" > ${out}/worker-$TPU_WORKER_ID`),
+    });
+    const dataDir = join(tmp, 'data-crash');
+    const controller = (...extra: string[]) => {
+      const args = ['controller', '--repo', wt!.dir, '--data-dir', dataDir, '--poll-interval', '200ms'];
+      const proc = spawn(process.execPath, [ADV, ...args, '--log-level', 'warn', ...extra], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, CLOUDSDK_CONFIG: process.env.CLOUDSDK_CONFIG },
+      });
+      let stderr = '';
+      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+      return { proc, exit, stderr: () => stderr };
+    };
+    const creates = () => api.requests.filter((r) => r.method === 'POST' && r.query.nodeId === 'adv-crash-1');
+    // The node stays CREATING until released, so the kill lands while it is being created.
+    api.options.createReads = 1_000_000;
+    try {
+      const first = controller();
+      await waitFor(() => creates().length === 1, { what: 'the create request', timeoutMs: 90_000 });
+      first.proc.kill('SIGKILL');
+      await first.exit;
+    } finally {
+      api.options.createReads = 1;
+    }
+    const node = api.nodes().find((n) => n.id === 'adv-crash-1')!;
+    expect(node.resource.state).toBe('CREATING');
+    api.settleAtNextRead(node.zone, node.id);
+    const second = controller('--once', '--timeout', '4m');
+    expect(await second.exit, second.stderr()).toBe(0);
+    const doc = parse(await wt.git('show', 'adventuretime/status:runs/crash.yaml')) as RunStatusDoc;
+    expect(doc.status.phase).toBe('Succeeded');
+    expect(doc.status.attempts.map((a) => [a.n, a.backend, a.phase])).toEqual([[1, 'tpu', 'Succeeded']]);
+    // Exactly one node was ever asked for; the restarted controller ran the job on both its workers.
+    expect(creates()).toHaveLength(1);
+    const seen = await Promise.all([0, 1].map((k) => readFile(join(out, `worker-${k}`), 'utf8')));
+    expect(seen.map((l) => l.trim())).toEqual(['0', '1']);
+    // …and deleted it before it exited.
+    expect(deleted()).toContain('adv-crash-1');
+  }, 300_000);
 });

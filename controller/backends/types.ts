@@ -6,6 +6,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { SecretSource } from '../secrets.js';
 import { ExitReason } from '../../runtime/records.js';
+import type { ObjectStore } from '../../runtime/store/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { SshConnection, SshTransport } from './ssh/transport.js';
 
@@ -69,6 +70,11 @@ export interface ObservedJob {
   exitCode?: number;
   startedAt?: string;
   finishedAt?: string;
+  /**
+   * What the job is billed an hour, when the backend knows it better than the Backend's
+   * `capabilities.costPerHour` (a rented instance's own rate): the attempt's price follows it.
+   */
+  pricePerHour?: number;
 }
 
 /** What a backend can tell about its free resources right now (for the solver). */
@@ -172,6 +178,18 @@ export interface BackendContext {
    * secrets Runs name (`secrets.ts`), so they too never sit in a spec or a log.
    */
   secrets?: SecretSource;
+  /**
+   * The request of a live attempt on this backend, rebuilt from the status branch by job name
+   * (secrets resolved again): for adapters that launch after `submit` returned (a node that is
+   * still being created), so a restarted controller carries on with what it finds instead of
+   * starting over. Undefined when no live attempt has that name.
+   */
+  requestFor?(jobName: string): JobRequest | undefined;
+  /**
+   * The object store of the repo's Storage spec, when one is configured: an adapter may read the
+   * exit records and heartbeats workers write there instead of asking every host.
+   */
+  objects?(): ObjectStore | undefined;
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { backendInfoOf, descriptorFor, unusableBecause } from '../backends/registry.js';
-import type { Backend, BackendContext, BackendDescriptor } from '../backends/types.js';
+import type { Backend, BackendContext, BackendDescriptor, JobRequest } from '../backends/types.js';
 import type { BackendInfo } from '../reconcile/solver.js';
 import type { Backend as BackendObject } from '../spec/schema.js';
 
@@ -19,6 +19,21 @@ interface Adapter {
   instance?: Backend;
   info: BackendInfo;
   gen: string;
+}
+
+/**
+ * The context each backend's adapter is made with: the shared ports, its own child logger, and
+ * `requestFor` bound to its name.
+ */
+export function contextsOf(
+  shared: Omit<BackendContext, 'requestFor'>,
+  requestFor: (backend: string, jobName: string) => JobRequest | undefined,
+): (name: string) => BackendContext {
+  return (name) => ({
+    ...shared,
+    logger: shared.logger.child({ backend: name }),
+    requestFor: (jobName) => requestFor(name, jobName),
+  });
 }
 
 export class BackendAdapters {

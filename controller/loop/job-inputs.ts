@@ -58,6 +58,30 @@ export class JobInputs {
     return missingSecretsMessage(this.secrets, names);
   }
 
+  /**
+   * The request of the live attempt `jobName` on `backend`, for an adapter that launches after
+   * submit returned (`BackendContext.requestFor`); undefined when no live attempt has that name.
+   */
+  requestForJob(
+    backend: string,
+    jobName: string,
+    status: StatusWriter,
+    desired: DesiredState,
+  ): JobRequest | undefined {
+    for (const run of status.names('Run')) {
+      const doc = status.get<RunStatusDoc>('Run', run);
+      const a = doc?.status.attempts.find((x) => x.jobName === jobName && x.backend === backend);
+      if (!a || a.finishedAt) continue;
+      try {
+        return this.jobRequest({ type: 'submit', run, attempt: a.n, backend, jobName }, status, desired);
+      } catch (e) {
+        this.logger.warn({ run, job: jobName, err: errText(e) }, 'cannot rebuild the job request');
+        return undefined;
+      }
+    }
+    return undefined;
+  }
+
   /** The request for an action's attempt, on the spec it was planned on. */
   jobRequest(a: RunAction, status: StatusWriter, desired: DesiredState): JobRequest {
     const current = status.get<RunStatusDoc>('Run', a.run);

@@ -114,6 +114,8 @@ export interface FakeTpuApi {
   failCapacity(zone: string, on: boolean): void;
   /** While on, creates in `zone` are refused at once: HTTP 429 RESOURCE_EXHAUSTED "Quota limit …". */
   failQuota(zone: string, on: boolean): void;
+  /** A create held back (a large `createReads`) settles at the next read of the node. */
+  settleAtNextRead(zone: string, id: string): void;
   /** A fresh `CLOUDSDK_CONFIG` directory that points gcloud at this fake for `project`. */
   configDir(project: string): Promise<string>;
   stop(): Promise<void>;
@@ -373,6 +375,11 @@ export async function startFakeTpuApi(opts: FakeTpuApiOptions = {}): Promise<Fak
     terminate: (zone, id) => stopNode(zone, id, TpuState.Terminated),
     failCapacity: (zone, on) => void (on ? full.add(zone) : full.delete(zone)),
     failQuota: (zone, on) => void (on ? quota.add(zone) : quota.delete(zone)),
+    settleAtNextRead: (zone, id) => {
+      const p = find(zone, id)?.pending;
+      if (!p) throw new Error(`nothing pending on ${zone}/${id}`);
+      p.readsLeft = 1;
+    },
     async configDir(project) {
       const dir = await mkdtemp(join(tmpdir(), 'adv-gcloud-'));
       dirs.push(dir);

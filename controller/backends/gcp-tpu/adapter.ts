@@ -10,14 +10,19 @@
  *   refusal is immediate) moves to the next zone, like SkyPilot's next-region strategy; then ship
  *   the code and launch `adv exec` on all workers with the multi-host contract. The handle's id is
  *   the node's name: the zone it lands in is whichever lists it.
- * - **poll** is one `list` per zone (a label filter) plus one command per worker host; a
- *   `PREEMPTED` or `TERMINATED` node, or a worker that vanished, ends the attempt as preempted.
+ * - **poll** is one `list` per zone (a label filter) plus worker 0's exit record in the object
+ *   store; the workers are looked at over SSH when the job is new here, when its exit record
+ *   appears, and every `WORKER_CHECK_MS`. A `PREEMPTED` or `TERMINATED` node, or a worker that
+ *   vanished, ends the attempt as preempted. A node this controller did not start provisioning
+ *   (it was restarted) is adopted: the request is rebuilt from the status branch.
  *   A node that ended (any way) is deleted; a managed node no live attempt owns is an orphan and
  *   is deleted too.
  */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
+import { attemptPrefix } from '../../../runtime/checkpoint.js';
+import { EXIT_FILE } from '../../../runtime/records.js';
 import { RemoteHost } from '../remote/host.js';
 import { expandHome, sshTargetOf } from '../ssh/transport.js';
 import {
@@ -46,12 +51,21 @@ type Settings = NonNullable<BackendObject['spec']['gcpTpu']>;
 interface Provisioning {
   /** The zone it is being created in now. */
   zone: string;
+  /** The attempt's run and number: where its exit record goes in the object store. */
+  record: { run: string; attempt: number };
   /** Set when provisioning failed: the attempt ends with it. */
   failed?: ObservedJob;
   launched: boolean;
 }
 
 const ENDED_STATES = new Set(['PREEMPTED', 'TERMINATED']);
+/**
+ * How long a running job's workers go without a look over SSH. In between, a poll is the zone's
+ * `list` (a preempted node shows there at once) and worker 0's exit record in the object store (a
+ * job that ended is looked at at once); a worker that vanished with its node READY is seen within
+ * this.
+ */
+const WORKER_CHECK_MS = 15_000;
 const DEFAULT_READY_TIMEOUT_SEC = 900;
 /** How long a cancelled job's workers get to stop before their node is deleted. */
 const CANCEL_GRACE_MS = 10_000;
@@ -65,7 +79,14 @@ export class TpuBackend implements Backend {
   /** Attempts that ended here, so a poll after the node's deletion still says how. */
   private readonly ended = new Map<string, ObservedJob>();
   private readonly cancelled = new Set<string>();
+  /** The last look at a running job's workers, and where its exit record would be. */
+  private readonly checked = new Map<
+    string,
+    { at: number; seen: ObservedJob; record?: { run: string; attempt: number } }
+  >();
   private readonly hosts = new Map<string, RemoteHost>();
+  /** Delete requests under way: a controller that stops (`--once`) still makes them. */
+  private readonly deleting = new Set<Promise<void>>();
   private readonly logger: Logger;
 
   constructor(
@@ -142,7 +163,8 @@ export class TpuBackend implements Backend {
    */
   private provision(job: JobRequest, i: number): void {
     const node = nodeNameOf(job.jobName);
-    const p: Provisioning = { launched: false, zone: this.zones[i]! };
+    const record = { run: job.run, attempt: job.attempt };
+    const p: Provisioning = { launched: false, zone: this.zones[i]!, record };
     void (async () => {
       const refused: string[] = [];
       try {
@@ -268,6 +290,10 @@ export class TpuBackend implements Backend {
     }
     const p = this.provisioning.get(h.jobName);
     if (p?.failed) return this.end(h, p.failed, zone);
+    // A node still being created that this controller did not ask for: a restarted controller
+    // carries on from it (never a second node).
+    if (!p && node?.state === 'CREATING' && this.adopt(h, zone))
+      return this.provisioningObserved(base, name, zone, 'CREATING');
     if (!node && p && !p.launched)
       return {
         ...base,
@@ -301,13 +327,65 @@ export class TpuBackend implements Backend {
         zone,
       );
     if (node.state !== 'READY' || (p && !p.launched))
-      return {
-        ...base,
-        state: JobState.Pending,
-        reason: 'Provisioning',
-        message: `TPU node ${name} in ${zone} is ${node.state}${node.state === 'READY' ? ': starting workers' : ''}`,
-      };
-    return this.observeWorkers(h, node, zone);
+      return this.provisioningObserved(base, name, zone, node.state);
+    const recent = await this.stillRunning(h);
+    if (recent) return recent;
+    const seen = await this.observeWorkers(h, node, zone);
+    if (seen.state === JobState.Running)
+      this.checked.set(h.jobName, { at: this.ctx.now(), seen, record: this.recordOf(h) });
+    return seen;
+  }
+
+  /**
+   * The last observation of a running job, while it is recent and worker 0 has written no exit
+   * record to the object store; undefined when the workers should be looked at over SSH.
+   */
+  private async stillRunning(h: JobHandle): Promise<ObservedJob | undefined> {
+    const last = this.checked.get(h.jobName);
+    if (!last || this.ctx.now() - last.at > WORKER_CHECK_MS) return undefined;
+    const store = this.ctx.objects?.();
+    if (!store || !last.record) return undefined;
+    const key = `${attemptPrefix(last.record.run, last.record.attempt)}${EXIT_FILE}`;
+    const ended = await store.head(key).catch(() => true);
+    return ended ? undefined : last.seen;
+  }
+
+  /** Where the job's exit record goes: from its request (kept, or rebuilt after a restart). */
+  private recordOf(h: JobHandle): { run: string; attempt: number } | undefined {
+    const known = this.provisioning.get(h.jobName)?.record ?? this.checked.get(h.jobName)?.record;
+    if (known) return known;
+    const job = this.ctx.requestFor?.(h.jobName);
+    return job && { run: job.run, attempt: job.attempt };
+  }
+
+  private provisioningObserved(
+    base: Pick<ObservedJob, 'jobName' | 'jobId'>,
+    name: string,
+    zone: string,
+    state: string,
+  ): ObservedJob {
+    return {
+      ...base,
+      state: JobState.Pending,
+      reason: 'Provisioning',
+      message: `TPU node ${name} in ${zone} is ${state}${state === 'READY' ? ': starting workers' : ''}`,
+    };
+  }
+
+  /**
+   * Takes over provisioning a node this controller did not start (it was restarted): waits for it
+   * and launches on the workers that have no job yet, with the request rebuilt from the status
+   * branch. False when there is no such request (the attempt is no longer live).
+   */
+  private adopt(h: JobHandle, zone: string): boolean {
+    const job = this.ctx.requestFor?.(h.jobName);
+    if (!job) return false;
+    this.logger.info(
+      { job: h.jobName, zone, node: nodeNameOf(h.jobName) },
+      'adopting a TPU node asked for before a restart',
+    );
+    this.provision(job, Math.max(0, this.zones.indexOf(zone)));
+    return true;
   }
 
   /** Worker 0's record is the attempt's; a worker that vanished or failed ends it. */
@@ -322,13 +400,22 @@ export class TpuBackend implements Backend {
     );
     const first = seen[0]!;
     if (first.state === JobState.Unknown) return first;
-    if (first.reason === 'JobDirMissing' && !this.provisioning.has(h.jobName))
-      // A restarted controller without the request: the workers were never started.
-      return this.end(
-        h,
-        { ...first, reason: 'NeverLaunched', message: 'the workers were never started' },
-        zone,
-      );
+    if (seen.some((o) => o.reason === 'JobDirMissing') && !this.provisioning.has(h.jobName)) {
+      // Launched on no worker or not on all (a controller restarted while launching): carry on.
+      if (this.adopt(h, zone))
+        return this.provisioningObserved(
+          { jobName: h.jobName, jobId: h.jobId },
+          tpuNodeName(node),
+          zone,
+          'READY',
+        );
+      if (first.reason === 'JobDirMissing')
+        return this.end(
+          h,
+          { ...first, reason: 'NeverLaunched', message: 'the workers were never started' },
+          zone,
+        );
+    }
     const lost = seen.find((o, k) => k > 0 && o.state === JobState.Lost);
     if (lost && !isTerminal(first.state))
       return this.end(
@@ -346,6 +433,7 @@ export class TpuBackend implements Backend {
   private forgetUnpolled(handles: readonly JobHandle[]): void {
     const polled = new Set(handles.map((h) => h.jobName));
     for (const jobName of this.ended.keys()) if (!polled.has(jobName)) this.ended.delete(jobName);
+    for (const jobName of this.checked.keys()) if (!polled.has(jobName)) this.checked.delete(jobName);
     const keep = new Set([...polled, ...this.provisioning.keys()].map(nodeNameOf));
     for (const node of this.cancelled) if (!keep.has(node)) this.cancelled.delete(node);
   }
@@ -353,18 +441,22 @@ export class TpuBackend implements Backend {
   /** Records how the attempt ended and deletes its node (in the background). */
   private end(h: JobHandle, o: ObservedJob, zone: string): ObservedJob {
     this.ended.set(h.jobName, o);
+    this.checked.delete(h.jobName);
     this.provisioning.delete(h.jobName);
     this.deleteNode(zone, nodeNameOf(h.jobName));
     return o;
   }
 
+  /** Asks for the node's deletion in the background; `close` waits for the request to be made. */
   private deleteNode(zone: string, node: string): void {
-    void this.gcloud
+    const asked = this.gcloud
       .delete(zone, node, { async: true })
       .then(() => this.logger.info({ zone, node }, 'deleted TPU node'))
       .catch((e: unknown) =>
         this.logger.warn({ zone, node, err: (e as Error).message }, 'cannot delete TPU node'),
-      );
+      )
+      .finally(() => this.deleting.delete(asked));
+    this.deleting.add(asked);
   }
 
   /** Managed nodes that no live attempt owns (and that are not being provisioned) are deleted. */
@@ -431,6 +523,7 @@ export class TpuBackend implements Backend {
   }
 
   async close(): Promise<void> {
+    await Promise.all(this.deleting);
     for (const h of this.hosts.values()) h.close();
   }
 }
