@@ -89,6 +89,17 @@ export interface Capacity {
   note?: string;
 }
 
+const ENDED_STATES = new Set<string>([
+  JobState.Succeeded,
+  JobState.Failed,
+  JobState.Cancelled,
+  JobState.Preempted,
+  JobState.Lost,
+]);
+
+/** The job has ended (however): nothing more will happen to it. */
+export const isEnded = (state: string): boolean => ENDED_STATES.has(state);
+
 /** Every handle observed as `Unknown`: the backend could not be asked (not a failure). */
 export function unobservable(handles: readonly JobHandle[], reason: string, message: string): ObservedJob[] {
   return handles.map((h) => ({
@@ -137,8 +148,17 @@ export interface Backend {
   submitMany?(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]>;
   /** Finds a job by name (adoption after a crash). */
   find(jobName: string): Promise<JobHandle | undefined>;
-  /** ONE native call per backend per poll, for all handles. */
-  poll(handles: readonly JobHandle[]): Promise<ObservedJob[]>;
+  /**
+   * ONE native call per backend per poll, for all handles. `owned`: the job names of every live
+   * attempt on this backend, those still being submitted (no handle yet) included — what an
+   * adapter that sweeps orphans must never take for one.
+   */
+  poll(handles: readonly JobHandle[], owned?: ReadonlySet<string>): Promise<ObservedJob[]>;
+  /**
+   * It creates what it runs on and deletes what no live attempt owns (`poll` sweeps): polled every
+   * pass, with no handles when nothing runs there, so a leftover is found at start-up too.
+   */
+  readonly sweepsOrphans?: boolean;
   cancel(handle: JobHandle): Promise<void>;
   logs(handle: JobHandle, opts?: { follow?: boolean; since?: number }): AsyncIterable<string>;
   /** Free resources, where the backend can tell. */

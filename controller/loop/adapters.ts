@@ -85,6 +85,13 @@ export class BackendAdapters {
     return this.adapters.get(name)?.instance;
   }
 
+  /** Every adapter that exists (removed and suspended backends' included). */
+  all(): [string, Backend][] {
+    const out: [string, Backend][] = [];
+    for (const [name, a] of this.adapters) if (a.instance) out.push([name, a.instance]);
+    return out;
+  }
+
   /** What the solver knows of each backend whose spec is in the repo now. */
   infos(): BackendInfo[] {
     return [...this.adapters.values()].filter((a) => this.specs.has(a.info.name)).map((a) => a.info);

@@ -17,6 +17,8 @@ import type { BackendAdapters } from './adapters.js';
 export const CAPACITY_TTL_MS = 15_000;
 /** How long one `capacity()` call may take before the backend is taken as "cannot tell". */
 export const CAPACITY_TIMEOUT_MS = 10_000;
+/** How often a backend that sweeps its orphans is polled while nothing runs there. */
+const IDLE_SWEEP_MS = 60_000;
 /** A live attempt's heartbeat is read at most this often. */
 export const HEARTBEAT_READ_MS = 5000;
 
@@ -38,6 +40,8 @@ const JUST_ENDED = (o: ObservedJob | undefined) =>
 export class Observer {
   private readonly heartbeatReadAt = new Map<string, number>();
   private readonly capacities = new Map<string, { at: number; capacity?: Capacity }>();
+  /** When each orphan-sweeping backend was last polled. */
+  private readonly sweptAt = new Map<string, number>();
 
   constructor(
     private readonly adapters: BackendAdapters,
@@ -45,10 +49,21 @@ export class Observer {
     private readonly now: () => number,
   ) {}
 
-  /** Polls each backend once for every live attempt it holds. */
+  /**
+   * Polls each backend once for every live attempt it holds, and every backend that sweeps its
+   * orphans (with no handles when nothing runs there), telling each which job names are owned.
+   */
   async poll(live: readonly LiveAttempt[]): Promise<Map<string, ObservedJob>> {
     const byBackend = new Map<string, JobHandle[]>();
+    const owned = new Map<string, Set<string>>();
+    // A backend with nothing running is swept at start-up, then every IDLE_SWEEP_MS.
+    const now = this.now();
+    for (const [name, b] of this.adapters.all()) {
+      if (!b.sweepsOrphans || now - (this.sweptAt.get(name) ?? -Infinity) < IDLE_SWEEP_MS) continue;
+      byBackend.set(name, []);
+    }
     for (const { attempt: a } of live) {
+      owned.set(a.backend, (owned.get(a.backend) ?? new Set()).add(a.jobName));
       if (!a.jobId) continue;
       const list = byBackend.get(a.backend) ?? [];
       list.push({ backend: a.backend, jobName: a.jobName, jobId: a.jobId });
@@ -61,7 +76,8 @@ export class Observer {
         const b = this.adapters.instance(backend);
         if (!b) return record(unobservable(handles, 'NoAdapter', `backend ${backend} is not loaded`));
         try {
-          record(await b.poll(handles));
+          this.sweptAt.set(backend, now);
+          record(await b.poll(handles, owned.get(backend) ?? new Set()));
         } catch (e) {
           record(unobservable(handles, 'PollFailed', errText(e)));
         }

@@ -21,12 +21,12 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { attemptPrefix } from '../../../runtime/checkpoint.js';
-import { EXIT_FILE } from '../../../runtime/records.js';
+import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
 import { expandHome, sshTargetOf } from '../ssh/transport.js';
 import {
   JobState,
+  isEnded as isTerminal,
   unobservable,
   type Backend,
   type BackendContext,
@@ -72,6 +72,7 @@ const CANCEL_GRACE_MS = 10_000;
 
 export class TpuBackend implements Backend {
   readonly type = 'gcp-tpu' as const;
+  readonly sweepsOrphans = true;
   private readonly gcloud: GcloudTpu;
   private readonly settings: Settings;
   private readonly zones: string[];
@@ -79,11 +80,8 @@ export class TpuBackend implements Backend {
   /** Attempts that ended here, so a poll after the node's deletion still says how. */
   private readonly ended = new Map<string, ObservedJob>();
   private readonly cancelled = new Set<string>();
-  /** The last look at a running job's workers, and where its exit record would be. */
-  private readonly checked = new Map<
-    string,
-    { at: number; seen: ObservedJob; record?: { run: string; attempt: number } }
-  >();
+  /** The last look at each running job's workers (see `RecentChecks`). */
+  private readonly checks: RecentChecks;
   private readonly hosts = new Map<string, RemoteHost>();
   /** Delete requests under way: a controller that stops (`--once`) still makes them. */
   private readonly deleting = new Set<Promise<void>>();
@@ -101,6 +99,7 @@ export class TpuBackend implements Backend {
     );
     this.gcloud = gcloud ?? new GcloudTpu({ project: this.settings.project });
     this.logger = ctx.logger;
+    this.checks = new RecentChecks(ctx, WORKER_CHECK_MS);
   }
 
   async submit(job: JobRequest): Promise<SubmitResult> {
@@ -259,7 +258,7 @@ export class TpuBackend implements Backend {
     return undefined;
   }
 
-  async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
+  async poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
     const byZone = new Map<string, TpuNode[]>();
     for (const zone of this.zones) {
       try {
@@ -270,7 +269,7 @@ export class TpuBackend implements Backend {
     }
     const out = await Promise.all(handles.map((h) => this.observe(h, byZone)));
     this.forgetUnpolled(handles);
-    await this.sweep(handles, byZone);
+    await this.sweep(handles, owned, byZone);
     return out;
   }
 
@@ -328,34 +327,11 @@ export class TpuBackend implements Backend {
       );
     if (node.state !== 'READY' || (p && !p.launched))
       return this.provisioningObserved(base, name, zone, node.state);
-    const recent = await this.stillRunning(h);
+    const recent = await this.checks.recent(h);
     if (recent) return recent;
     const seen = await this.observeWorkers(h, node, zone);
-    if (seen.state === JobState.Running)
-      this.checked.set(h.jobName, { at: this.ctx.now(), seen, record: this.recordOf(h) });
+    this.checks.saw(h, seen, p?.record);
     return seen;
-  }
-
-  /**
-   * The last observation of a running job, while it is recent and worker 0 has written no exit
-   * record to the object store; undefined when the workers should be looked at over SSH.
-   */
-  private async stillRunning(h: JobHandle): Promise<ObservedJob | undefined> {
-    const last = this.checked.get(h.jobName);
-    if (!last || this.ctx.now() - last.at > WORKER_CHECK_MS) return undefined;
-    const store = this.ctx.objects?.();
-    if (!store || !last.record) return undefined;
-    const key = `${attemptPrefix(last.record.run, last.record.attempt)}${EXIT_FILE}`;
-    const ended = await store.head(key).catch(() => true);
-    return ended ? undefined : last.seen;
-  }
-
-  /** Where the job's exit record goes: from its request (kept, or rebuilt after a restart). */
-  private recordOf(h: JobHandle): { run: string; attempt: number } | undefined {
-    const known = this.provisioning.get(h.jobName)?.record ?? this.checked.get(h.jobName)?.record;
-    if (known) return known;
-    const job = this.ctx.requestFor?.(h.jobName);
-    return job && { run: job.run, attempt: job.attempt };
   }
 
   private provisioningObserved(
@@ -433,7 +409,7 @@ export class TpuBackend implements Backend {
   private forgetUnpolled(handles: readonly JobHandle[]): void {
     const polled = new Set(handles.map((h) => h.jobName));
     for (const jobName of this.ended.keys()) if (!polled.has(jobName)) this.ended.delete(jobName);
-    for (const jobName of this.checked.keys()) if (!polled.has(jobName)) this.checked.delete(jobName);
+    this.checks.keepOnly(polled);
     const keep = new Set([...polled, ...this.provisioning.keys()].map(nodeNameOf));
     for (const node of this.cancelled) if (!keep.has(node)) this.cancelled.delete(node);
   }
@@ -441,7 +417,7 @@ export class TpuBackend implements Backend {
   /** Records how the attempt ended and deletes its node (in the background). */
   private end(h: JobHandle, o: ObservedJob, zone: string): ObservedJob {
     this.ended.set(h.jobName, o);
-    this.checked.delete(h.jobName);
+    this.checks.forget(h.jobName);
     this.provisioning.delete(h.jobName);
     this.deleteNode(zone, nodeNameOf(h.jobName));
     return o;
@@ -460,11 +436,14 @@ export class TpuBackend implements Backend {
   }
 
   /** Managed nodes that no live attempt owns (and that are not being provisioned) are deleted. */
-  private async sweep(handles: readonly JobHandle[], byZone: Map<string, TpuNode[]>): Promise<void> {
-    const owned = new Set([
-      ...handles.map((h) => nodeNameOf(h.jobName)),
-      ...[...this.provisioning.keys()].map(nodeNameOf),
-    ]);
+  private async sweep(
+    handles: readonly JobHandle[],
+    live: ReadonlySet<string>,
+    byZone: Map<string, TpuNode[]>,
+  ): Promise<void> {
+    const owned = new Set(
+      [...handles.map((h) => h.jobName), ...live, ...this.provisioning.keys()].map(nodeNameOf),
+    );
     for (const [zone, nodes] of byZone)
       for (const n of nodes) {
         const name = tpuNodeName(n);
@@ -527,15 +506,6 @@ export class TpuBackend implements Backend {
     for (const h of this.hosts.values()) h.close();
   }
 }
-
-const TERMINAL = new Set<string>([
-  JobState.Succeeded,
-  JobState.Failed,
-  JobState.Cancelled,
-  JobState.Preempted,
-  JobState.Lost,
-]);
-const isTerminal = (s: string): boolean => TERMINAL.has(s);
 
 /** The public half of an identity file (`<file>.pub`), or undefined. */
 function readPublicKey(identityFile: string): string | undefined {
