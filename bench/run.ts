@@ -17,6 +17,7 @@ const BENCHES: Record<string, string> = {
   'big-blob': './big-blob.ts',
   redact: './redact.ts',
   tpu: './tpu.ts',
+  vastai: './vastai.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
