@@ -21,12 +21,13 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
+import { Listings } from '../remote/listings.js';
 import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
 import { expandHome, sshTargetOf } from '../ssh/transport.js';
 import {
   JobState,
-  isEnded as isTerminal,
+  isEnded,
   unobservable,
   type Backend,
   type BackendContext,
@@ -67,6 +68,8 @@ const ENDED_STATES = new Set(['PREEMPTED', 'TERMINATED']);
  */
 const WORKER_CHECK_MS = 15_000;
 const DEFAULT_READY_TIMEOUT_SEC = 900;
+/** How long a node being provisioned waits for a poll's list before describing it itself. */
+const LIST_WAIT_MS = 15_000;
 /** How long a cancelled job's workers get to stop before their node is deleted. */
 const CANCEL_GRACE_MS = 10_000;
 
@@ -80,6 +83,8 @@ export class TpuBackend implements Backend {
   /** Attempts that ended here, so a poll after the node's deletion still says how. */
   private readonly ended = new Map<string, ObservedJob>();
   private readonly cancelled = new Set<string>();
+  /** The polls' lists, by node name: what a node being provisioned waits on. */
+  private readonly listings = new Listings<{ zone: string; node: TpuNode }>();
   /** The last look at each running job's workers (see `RecentChecks`). */
   private readonly checks: RecentChecks;
   private readonly hosts = new Map<string, RemoteHost>();
@@ -211,14 +216,18 @@ export class TpuBackend implements Backend {
     const deadline = this.ctx.now() + limitMs;
     for (let delay = 250; ; delay = Math.min(delay * 2, 10_000)) {
       if (this.cancelled.has(node)) throw new Error('cancelled while provisioning');
-      const n = await this.gcloud.describe(zone, node);
+      // The next poll's list says how the node is, without a call of its own; a node not in it
+      // (gone, or not listed yet), or no poll in time, is described once.
+      const listed = await this.listings.after(this.ctx.now(), node, LIST_WAIT_MS);
+      const seen = listed?.item?.zone === zone ? listed.item.node : undefined;
+      const n = seen ?? (await this.gcloud.describe(zone, node));
       if (!n) return undefined;
       if (n.state === 'READY') return n;
       if (ENDED_STATES.has(n.state) || n.state === 'DELETING')
         throw new Error(`node ${node} in ${zone} went ${n.state} before it was ready`);
       if (this.ctx.now() > deadline)
         throw new Error(`node ${node} in ${zone} not READY after ${limitMs / 1000}s (state ${n.state})`);
-      await new Promise((r) => setTimeout(r, delay));
+      if (!listed) await new Promise((r) => setTimeout(r, delay));
     }
   }
 
@@ -259,6 +268,7 @@ export class TpuBackend implements Backend {
   }
 
   async poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
+    const takenAt = this.ctx.now();
     const byZone = new Map<string, TpuNode[]>();
     for (const zone of this.zones) {
       try {
@@ -267,6 +277,10 @@ export class TpuBackend implements Backend {
         return unobservable(handles, 'Unreachable', `gcloud list in ${zone}: ${(e as Error).message}`);
       }
     }
+    const listed = new Map<string, { zone: string; node: TpuNode }>();
+    for (const [zone, nodes] of byZone)
+      for (const node of nodes) listed.set(tpuNodeName(node), { zone, node });
+    this.listings.publish(takenAt, listed);
     const out = await Promise.all(handles.map((h) => this.observe(h, byZone)));
     this.forgetUnpolled(handles);
     await this.sweep(handles, owned, byZone);
@@ -393,13 +407,13 @@ export class TpuBackend implements Backend {
         );
     }
     const lost = seen.find((o, k) => k > 0 && o.state === JobState.Lost);
-    if (lost && !isTerminal(first.state))
+    if (lost && !isEnded(first.state))
       return this.end(
         h,
         { ...lost, state: JobState.Preempted, message: `a worker vanished: ${lost.message}` },
         zone,
       );
-    return isTerminal(first.state) ? this.end(h, first, zone) : first;
+    return isEnded(first.state) ? this.end(h, first, zone) : first;
   }
 
   /**
@@ -469,15 +483,7 @@ export class TpuBackend implements Backend {
     if (at.node.state !== 'READY') return this.deleteNode(at.zone, node);
     const hosts = this.workers(at.node);
     await Promise.all(hosts.map((w, k) => w.cancel(k === 0 ? h.jobName : `${h.jobName}-w${k}`)));
-    void (async () => {
-      const deadline = this.ctx.now() + CANCEL_GRACE_MS;
-      while (this.ctx.now() < deadline) {
-        const [o] = await hosts[0]!.observe([h]).catch(() => [undefined]);
-        if (!o || isTerminal(o.state)) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      this.deleteNode(at.zone, node);
-    })();
+    void hosts[0]!.ended(h, CANCEL_GRACE_MS).then(() => this.deleteNode(at.zone, node));
   }
 
   /** The job's node and its zone, by one describe per zone. */

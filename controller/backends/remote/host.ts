@@ -16,6 +16,7 @@ import type { Backend as BackendObject } from '../../spec/schema.js';
 import { sshTargetOf, type ExecResult } from '../ssh/transport.js';
 import {
   JobState,
+  isEnded,
   observedFromExit,
   unobservable,
   type BackendContext,
@@ -350,6 +351,19 @@ export class RemoteHost {
           .catch(() => undefined),
       CANCEL_GRACE_MS,
     ).unref();
+  }
+
+  /**
+   * After a cancel: resolves once the job has ended here (its record says how), or the host no
+   * longer answers, or after `graceMs` — for adapters that delete the machine next.
+   */
+  async ended(h: JobHandle, graceMs: number): Promise<void> {
+    const deadline = Date.now() + graceMs;
+    while (Date.now() < deadline) {
+      const [o] = await this.observe([h]).catch(() => [undefined]);
+      if (!o || isEnded(o.state)) return;
+      await new Promise((r) => setTimeout(r, 500));
+    }
   }
 
   /** Only marks the job cancelled, for a scheduler that stops it itself (`scancel`). */

@@ -21,12 +21,13 @@
  */
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
+import { Listings } from '../remote/listings.js';
 import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
 import { sshTargetOf } from '../ssh/transport.js';
 import {
   JobState,
-  isEnded as isTerminal,
+  isEnded,
   unobservable,
   type Backend,
   type BackendContext,
@@ -55,6 +56,8 @@ const DEFAULT_READY_TIMEOUT_SEC = 1200;
 const DEFAULT_BID_MARGIN_PCT = 10;
 /** How long a running job's instance goes without a look over SSH (see `poll`). */
 const HOST_CHECK_MS = 15_000;
+/** How long a rental being provisioned waits for a poll's list before showing it itself. */
+const LIST_WAIT_MS = 15_000;
 /** How long a cancelled job gets to stop before its instance is destroyed. */
 const CANCEL_GRACE_MS = 10_000;
 /** Statuses of an instance that is meant to run and does not: outbid, paused, its container gone. */
@@ -79,6 +82,8 @@ export class VastBackend implements Backend {
   private readonly provisioning = new Map<string, Provisioning>();
   private readonly ended = new Map<string, ObservedJob>();
   private readonly cancelled = new Set<string>();
+  /** The polls' lists, by job name: what a rental being provisioned waits on. */
+  private readonly listings = new Listings<VastInstance>();
   /** The last look at each running job's instance (see `RecentChecks`). */
   private readonly checks: RecentChecks;
   /** One transport per instance endpoint, closed when the instance's attempt ends. */
@@ -276,12 +281,14 @@ export class VastBackend implements Backend {
     const start = this.ctx.now();
     const loadingMs = (this.settings.loadingTimeoutSec ?? DEFAULT_LOADING_TIMEOUT_SEC) * 1000;
     const readyMs = (this.settings.readyTimeoutSec ?? DEFAULT_READY_TIMEOUT_SEC) * 1000;
-    // Vast allows one show every 2 s (its per-endpoint interval): that often for the first
-    // minute (most rentals run by then), every 5 s after.
     for (;;) {
-      const delay = this.ctx.now() - start < 60_000 ? 2000 : 5000;
       if (this.cancelled.has(jobName)) throw new Error('cancelled while provisioning');
-      const inst = await this.api.showInstance(id);
+      // The next poll's list says how the rental is, without a call of its own; one not in it,
+      // or no poll in time, is shown once — at most every 2 s (Vast's interval for `show`) for
+      // the first minute, every 5 s after.
+      const listed = await this.listings.after(this.ctx.now(), jobName, LIST_WAIT_MS);
+      const seen = listed?.item?.id === id ? listed.item : undefined;
+      const inst = seen ?? (await this.api.showInstance(id));
       if (!inst) throw new Error(`Vast.ai instance ${id} is gone before it ran`);
       if (inst.actual_status === VastActualStatus.Running && endpointOf(inst)) return inst;
       if (STOPPED.has(inst.actual_status ?? ''))
@@ -298,7 +305,7 @@ export class VastBackend implements Backend {
       }
       if (waited > readyMs)
         throw new Error(`Vast.ai instance ${id} has no SSH endpoint after ${readyMs / 1000}s`);
-      await new Promise((r) => setTimeout(r, delay));
+      if (!seen) await new Promise((r) => setTimeout(r, waited < 60_000 ? 2000 : 5000));
     }
   }
 
@@ -324,6 +331,7 @@ export class VastBackend implements Backend {
   }
 
   async poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
+    const takenAt = this.ctx.now();
     let all: VastInstance[];
     try {
       all = await this.api.listInstances();
@@ -334,6 +342,7 @@ export class VastBackend implements Backend {
     const prefix = labelPrefix(this.name);
     for (const inst of all)
       if (inst.label?.startsWith(prefix)) mine.set(inst.label.slice(prefix.length), inst);
+    this.listings.publish(takenAt, mine);
     const out = await Promise.all(handles.map((h) => this.observe(h, mine.get(h.jobName))));
     this.forgetUnpolled(handles);
     this.sweep(handles, owned, mine);
@@ -395,7 +404,7 @@ export class VastBackend implements Backend {
         inst.id,
       );
     }
-    return isTerminal(o.state) ? this.end(h, o, inst.id) : o;
+    return isEnded(o.state) ? this.end(h, o, inst.id) : o;
   }
 
   /**
@@ -485,16 +494,10 @@ export class VastBackend implements Backend {
           'cannot stop the job; destroying its instance',
         ),
       );
-    void (async () => {
-      const deadline = this.ctx.now() + CANCEL_GRACE_MS;
-      while (this.ctx.now() < deadline) {
-        const [o] = await host.observe([h]).catch(() => [undefined]);
-        if (!o || isTerminal(o.state)) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
+    void host.ended(h, CANCEL_GRACE_MS).then(() => {
       this.destroy(inst.id, 'cancelled');
       this.dropHost(h.jobName);
-    })();
+    });
   }
 
   async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
