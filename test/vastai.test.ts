@@ -253,6 +253,29 @@ spec:
     await passUntil('its instance destroyed', () => rentalsOf('budget').every((r) => r.destroyedAt));
   }, 240_000);
 
+  it('maxHours and a deleted Run spec both stop the attempt and destroy its instance', async () => {
+    api.seedOffer({ dph_total: 0.3 });
+    api.seedOffer({ dph_total: 0.3 });
+    await start({
+      // 0.0005 h = 1.8 s; a time-out without progress counts, and one attempt is all it has.
+      'runs/short.yaml': runYaml('short', 'sleep 300', '{maxAttempts: 1, maxHours: 0.0005}'),
+      'runs/gone.yaml': runYaml('gone', 'sleep 300'),
+    });
+    await passUntil('both running', () =>
+      ['short', 'gone'].every((r) => st(r)?.attempts[0]?.phase === 'Running'),
+    );
+    await wt!.remove('runs/gone.yaml');
+    await wt!.commit('delete gone');
+    c!.requestFetch('test');
+    await passUntil('short timed out', () => st('short')?.attempts[0]?.reason === 'MaxHoursExceeded');
+    await passUntil('gone cancelled', () => st('gone')?.attempts[0]?.phase === 'Cancelled');
+    await passUntil('both instances destroyed', () =>
+      [...rentalsOf('short'), ...rentalsOf('gone')].every((r) => r.destroyedAt),
+    );
+    expect(rentalsOf('short')).toHaveLength(1);
+    expect(rentalsOf('gone')).toHaveLength(1);
+  }, 240_000);
+
   it('an instance stuck loading is destroyed, its machine excluded, and the next offer rented', async () => {
     const first = api.seedOffer({ dph_total: 0.003 });
     const second = api.seedOffer({ dph_total: 0.004 });
