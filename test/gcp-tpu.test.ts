@@ -277,6 +277,38 @@ spec:
     expect(existsSync(hold)).toBe(true);
   }, 240_000);
 
+  it('a Backend edited while its node is being created: the new adapter adopts the node, no second one', async () => {
+    const out = join(tmp, 'out-edit');
+    await mkdir(out, { recursive: true });
+    api.options.createReads = 1_000_000;
+    try {
+      await start({
+        'runs/edit.yaml': runYaml('edit', `echo "$TPU_WORKER_ID" > ${out}/worker-$TPU_WORKER_ID`),
+      });
+      await passUntil('being created', () => api.nodes().some((n) => n.id === 'adv-edit-1'));
+      // A change to the Backend spec remakes its adapter while the old one waits for READY.
+      await wt!.write(
+        'backends/tpu.yaml',
+        backendYaml([ZONE_A, ZONE_B]).replace('readyTimeoutSec: 120', 'readyTimeoutSec: 150'),
+      );
+      await wt!.commit('edit the backend');
+      c!.requestFetch('test');
+      await c!.pass(); // fetches, loads the edit, and remakes the adapter
+    } finally {
+      api.options.createReads = 1;
+    }
+    const node = api.nodes().find((n) => n.id === 'adv-edit-1')!;
+    api.settleAtNextRead(node.zone, node.id);
+    await passUntil('the run to succeed', () => st('edit')?.phase === 'Succeeded');
+    expect(st('edit')!.attempts).toHaveLength(1);
+    expect(api.requests.filter((r) => r.method === 'POST' && r.query.nodeId === 'adv-edit-1')).toHaveLength(
+      1,
+    );
+    const seen = await Promise.all([0, 1].map((k) => readFile(join(out, `worker-${k}`), 'utf8')));
+    expect(seen.map((l) => l.trim())).toEqual(['0', '1']);
+    await passUntil('its node deleted', () => deleted().includes('adv-edit-1'));
+  }, 240_000);
+
   it('a controller killed with SIGKILL during create leaves exactly one node, which the restarted one adopts', async () => {
     await c?.stop();
     c = undefined;

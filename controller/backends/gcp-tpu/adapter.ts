@@ -21,7 +21,7 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { Listings } from '../remote/listings.js';
+import { AdapterClosed, Listings } from '../remote/listings.js';
 import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
 import { expandHome, sshTargetOf } from '../ssh/transport.js';
@@ -91,6 +91,8 @@ export class TpuBackend implements Backend {
   /** Delete requests under way: a controller that stops (`--once`) still makes them. */
   private readonly deleting = new Set<Promise<void>>();
   private readonly logger: Logger;
+  /** Set by `close`: background provisioning stops and leaves the node to the next adapter. */
+  private closed = false;
 
   constructor(
     readonly name: string,
@@ -175,6 +177,7 @@ export class TpuBackend implements Backend {
         for (let zone = i; ;) {
           p.zone = this.zones[zone]!;
           const ready = await this.waitReady(p.zone, node);
+          if (this.closed) throw new AdapterClosed();
           if (ready) {
             await this.launchAll(job, ready);
             p.launched = true;
@@ -193,6 +196,8 @@ export class TpuBackend implements Backend {
           zone = await this.createIn(job, zone + 1);
         }
       } catch (e) {
+        // Closed (its Backend spec changed): the adapter that replaces it adopts the node.
+        if (e instanceof AdapterClosed) return;
         const message = (e as Error).message;
         this.logger.warn(
           { job: job.jobName, zone: p.zone, err: message },
@@ -216,6 +221,7 @@ export class TpuBackend implements Backend {
     const deadline = this.ctx.now() + limitMs;
     for (let delay = 250; ; delay = Math.min(delay * 2, 10_000)) {
       if (this.cancelled.has(node)) throw new Error('cancelled while provisioning');
+      if (this.closed) throw new AdapterClosed();
       // The next poll's list says how the node is, without a call of its own; a node not in it
       // (gone, or not listed yet), or no poll in time, is described once.
       const listed = await this.listings.after(this.ctx.now(), node, LIST_WAIT_MS);
@@ -508,6 +514,7 @@ export class TpuBackend implements Backend {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await Promise.all(this.deleting);
     for (const h of this.hosts.values()) h.close();
   }

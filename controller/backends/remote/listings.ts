@@ -4,6 +4,13 @@
  * the next list instead of asking the cloud once per machine every few seconds. Nothing here calls
  * anything; a task that hears of no list in time asks for its machine itself.
  */
+/** Thrown in a provisioning task of an adapter that was closed: it stops, and nothing is recorded. */
+export class AdapterClosed extends Error {
+  constructor() {
+    super('the adapter was closed');
+  }
+}
+
 export class Listings<T> {
   private last: { takenAt: number; items: ReadonlyMap<string, T> } | undefined;
   private readonly waiters = new Set<() => void>();

@@ -21,7 +21,7 @@
  */
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { Listings } from '../remote/listings.js';
+import { AdapterClosed, Listings } from '../remote/listings.js';
 import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
 import { sshTargetOf } from '../ssh/transport.js';
@@ -92,6 +92,8 @@ export class VastBackend implements Backend {
   private readonly endpointOfJob = new Map<string, string>();
   private readonly destroying = new Set<Promise<void>>();
   private readonly logger: Logger;
+  /** Set by `close`: background provisioning stops and leaves the rental to the next adapter. */
+  private closed = false;
   private clientFor: { key: string; client: VastClient } | undefined;
 
   constructor(
@@ -246,6 +248,7 @@ export class VastBackend implements Backend {
       try {
         for (;;) {
           const inst = await this.waitRunning(job.jobName, p.id);
+          if (this.closed) throw new AdapterClosed();
           if (inst) {
             await this.hostOf(inst, job.jobName).launch(job);
             p.launched = true;
@@ -260,6 +263,8 @@ export class VastBackend implements Backend {
           p.id = await this.rent(job, excluded);
         }
       } catch (e) {
+        // Closed (its Backend spec changed): the adapter that replaces it adopts the rental.
+        if (e instanceof AdapterClosed) return;
         const message = (e as Error).message;
         this.logger.warn(
           { job: job.jobName, instance: p.id, err: message },
@@ -283,6 +288,7 @@ export class VastBackend implements Backend {
     const readyMs = (this.settings.readyTimeoutSec ?? DEFAULT_READY_TIMEOUT_SEC) * 1000;
     for (;;) {
       if (this.cancelled.has(jobName)) throw new Error('cancelled while provisioning');
+      if (this.closed) throw new AdapterClosed();
       // The next poll's list says how the rental is, without a call of its own; one not in it,
       // or no poll in time, is shown once — at most every 2 s (Vast's interval for `show`) for
       // the first minute, every 5 s after.
@@ -507,6 +513,7 @@ export class VastBackend implements Backend {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await Promise.all(this.destroying);
     for (const h of this.hosts.values()) h.close();
   }
