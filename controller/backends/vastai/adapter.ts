@@ -8,7 +8,7 @@
  *   (`no_such_ask` moves on). Interruptible (bid) instances only for runs with
  *   `policy.preemptible`, at `min_bid` × (1 + `bidMarginPct`/100). The handle's id is the
  *   instance id. Provisioning goes on in the background: wait (bounded) for `running` and an SSH
- *   endpoint; an instance still loading past `loadingTimeoutSec` is destroyed, its machine
+ *   endpoint, read from the polls' list (no call per rental); an instance still loading past `loadingTimeoutSec` is destroyed, its machine
  *   excluded, and the next offer rented; then ship the code and launch `adv exec`.
  * - **poll** is one paginated list of the account's instances per pass, plus each running job's
  *   exit record in the object store; the instance is asked over SSH when the job is new here,
