@@ -10,7 +10,7 @@
  * Needs gcloud and openssh-server.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -22,6 +22,7 @@ import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
 import type { JobHandle, JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { openStore } from '../runtime/store/index.js';
+import { jobPids } from '../test/helpers/job-pids.js';
 import { killTree, startFakeTpuApi } from '../test/helpers/fake-tpu-api.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';
@@ -182,13 +183,7 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
-    const work = join(tmp, 'root', 'work');
-    const pids = await Promise.all(
-      (await readdir(work).catch(() => [])).map((d) =>
-        readFile(join(work, d, 'pid'), 'utf8').catch(() => '0'),
-      ),
-    );
-    await killTree(pids.map(Number).filter(Boolean));
+    await killTree(await jobPids(join(tmp, 'root', 'work')));
     await backend.close();
     await api.stop();
     await sshd.stop();

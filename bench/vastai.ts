@@ -8,7 +8,7 @@
  * Needs openssh-server.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -18,6 +18,7 @@ import { VastClient } from '../controller/backends/vastai/client.js';
 import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
 import type { JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
+import { jobPids } from '../test/helpers/job-pids.js';
 import { killTree } from '../test/helpers/fake-tpu-api.js';
 import { startFakeVastApi } from '../test/helpers/fake-vast-api.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
@@ -131,13 +132,7 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
-    const work = join(root, 'work');
-    const pids = await Promise.all(
-      (await readdir(work).catch(() => [])).map((d) =>
-        readFile(join(work, d, 'pid'), 'utf8').catch(() => '0'),
-      ),
-    );
-    await killTree(pids.map(Number).filter(Boolean));
+    await killTree(await jobPids(join(root, 'work')));
     for (const r of api.billing()) await client.destroyInstance(r.instanceId);
     await backend.close();
     await api.stop();

@@ -11,7 +11,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -24,7 +24,8 @@ import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './hel
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
-import { waitFor } from './helpers/wait.js';
+import { jobPids } from './helpers/job-pids.js';
+import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
 /** The real gcloud and sshd: in CI they must be there; elsewhere the test is skipped, loudly. */
 function gcloudAvailable(): boolean {
@@ -57,16 +58,8 @@ describe.runIf(available)('gcp-tpu: a TPU VM slice per attempt, through the real
   const savedConfig = process.env.CLOUDSDK_CONFIG;
 
   /** The pids of a node's worker jobs (every node's: none given), from the job dirs' pid files. */
-  async function workerPids(node?: FakeNode): Promise<number[]> {
-    const work = join(tmp, 'tpu-root', 'work');
-    const pids: number[] = [];
-    for (const d of await readdir(work).catch(() => [])) {
-      if (node && d !== node.id && !d.startsWith(`${node.id}-w`)) continue;
-      const pid = Number(await readFile(join(work, d, 'pid'), 'utf8').catch(() => '0'));
-      if (pid) pids.push(pid);
-    }
-    return pids;
-  }
+  const workerPids = (node?: FakeNode) =>
+    jobPids(join(tmp, 'tpu-root', 'work'), (d) => !node || d === node.id || d.startsWith(`${node.id}-w`));
 
   beforeAll(async () => {
     tmp = await mkdtemp(join(tmpdir(), 'adv-tpu-'));
@@ -131,14 +124,8 @@ spec:
     return c;
   }
 
-  const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms = 120_000) =>
-    waitFor(
-      async () => {
-        await c!.pass();
-        return done();
-      },
-      { what, timeoutMs: ms, everyMs: 200 },
-    );
+  const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms?: number) =>
+    passesUntil(c!, what, done, ms);
 
   const st = (run: string) => c!.runStatus(run)?.status;
   /** Nodes the controller asked to delete (the fake finishes a delete when it is next read). */

@@ -9,7 +9,7 @@
  * during a rental) never rents twice for one attempt. Every test ends with nothing billing.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -22,7 +22,8 @@ import { killTree } from './helpers/fake-tpu-api.js';
 import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './helpers/fake-vast-api.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
-import { waitFor } from './helpers/wait.js';
+import { jobPids } from './helpers/job-pids.js';
+import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
 if (!haveSshd() && process.env.CI) throw new Error('the vastai test needs openssh-server in CI');
 if (!haveSshd()) console.warn('SKIPPING the vastai test: it needs openssh-server (sshd)');
@@ -40,17 +41,10 @@ describe.runIf(haveSshd())('vastai: a rented instance per attempt, destroyed how
   let c: Controller | undefined;
 
   /** The pids of an instance's job (every job's: none given), from the job dirs' pid files. */
-  async function jobPids(inst?: FakeInstance): Promise<number[]> {
-    const work = join(tmp, 'vast-root', 'work');
+  const instancePids = (inst?: FakeInstance) => {
     const job = inst?.label?.slice(labelPrefix('vast').length);
-    const pids: number[] = [];
-    for (const d of await readdir(work).catch(() => [])) {
-      if (job && d !== job) continue;
-      const pid = Number(await readFile(join(work, d, 'pid'), 'utf8').catch(() => '0'));
-      if (pid) pids.push(pid);
-    }
-    return pids;
-  }
+    return jobPids(join(tmp, 'vast-root', 'work'), (d) => !job || d === job);
+  };
 
   beforeAll(async () => {
     tmp = await mkdtemp(join(tmpdir(), 'adv-vast-'));
@@ -58,7 +52,7 @@ describe.runIf(haveSshd())('vastai: a rented instance per attempt, destroyed how
     api = await startFakeVastApi({
       sshEndpoints: HOSTS.map((host) => ({ host, port: sshd.port })),
       // The machine goes away: its processes with it, as a paused or destroyed instance's do.
-      onStop: async (inst) => killTree(await jobPids(inst)),
+      onStop: async (inst) => killTree(await instancePids(inst)),
     });
   }, 60_000);
 
@@ -76,7 +70,7 @@ describe.runIf(haveSshd())('vastai: a rented instance per attempt, destroyed how
     await wt?.cleanup();
     await api?.stop();
     await sshd?.stop();
-    await killTree(await jobPids()).catch(() => {});
+    await killTree(await instancePids()).catch(() => {});
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
@@ -125,14 +119,8 @@ spec:
     return c;
   }
 
-  const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms = 120_000) =>
-    waitFor(
-      async () => {
-        await c!.pass();
-        return done();
-      },
-      { what, timeoutMs: ms, everyMs: 200 },
-    );
+  const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms?: number) =>
+    passesUntil(c!, what, done, ms);
   const st = (run: string) => c!.runStatus(run)?.status;
   const rentalsOf = (run: string) => api.ledger.filter((r) => r.label?.includes(`:adv-${run}-`));
 

@@ -185,6 +185,21 @@ export async function repeatWithinBudget(
 }
 
 /** Pauses a random time in [0, maxMs): to vary *where* in a phase something happens, never to wait for it. */
+/** Runs a controller's passes until `done` holds, every 200 ms, bounded by `timeoutMs`. */
+export const passUntil = (
+  c: { pass(): Promise<unknown> },
+  what: string,
+  done: () => boolean | Promise<boolean>,
+  timeoutMs = 120_000,
+) =>
+  waitFor(
+    async () => {
+      await c.pass();
+      return done();
+    },
+    { what, timeoutMs, everyMs: 200 },
+  );
+
 export const jitter = (maxMs: number): Promise<void> => sleep(Math.floor(Math.random() * maxMs));
 
 /**

@@ -1,0 +1,19 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * The pids of the jobs a remote host launched under `workDir` (`<work>/<job>/pid`), those whose job
+ * name `keep` accepts: what a test or a benchmark kills when a fake machine goes away or it ends.
+ */
+export async function jobPids(
+  workDir: string,
+  keep: (job: string) => boolean = () => true,
+): Promise<number[]> {
+  const pids: number[] = [];
+  for (const d of await readdir(workDir).catch(() => [])) {
+    if (!keep(d)) continue;
+    const pid = Number(await readFile(join(workDir, d, 'pid'), 'utf8').catch(() => '0'));
+    if (pid) pids.push(pid);
+  }
+  return pids;
+}
