@@ -1,6 +1,7 @@
 /** Builds the `adv` command tree. Each command lives in `commands/` and only composes the barrel. */
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../controller/index.js';
+import { registerAgent } from './commands/agent.js';
 import { registerApply } from './commands/apply.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCkpt } from './commands/ckpt.js';
@@ -68,6 +69,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerLogs(program, io);
   registerCkpt(program, io);
   registerExec(program);
+  registerAgent(program, io);
   registerSchema(program, io);
   registerCompletion(program, io);
   return program;

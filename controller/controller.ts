@@ -20,6 +20,7 @@ import { BACKENDS } from './backends/registry.js';
 import type { ObservedJob } from './backends/types.js';
 import { SpecsRepo } from './git/specs-repo.js';
 import { BackendAdapters, contextsOf } from './loop/adapters.js';
+import { AdapterPorts } from './loop/ports.js';
 import { DesiredState, dagKey, everyKey, runKey, splitKey } from './loop/desired-state.js';
 import { Executor } from './loop/executor.js';
 import { BackendView } from './loop/backend-view.js';
@@ -56,6 +57,8 @@ export class Controller {
   readonly metrics: ControllerMetrics;
   /** Read-only status for the dashboard. */
   readonly view: StatusView;
+  /** Routes and shared objects lent to adapters (the pull agent's API is mounted here). */
+  readonly ports = new AdapterPorts();
   private readonly now: () => number;
   private readonly inputs: JobInputs;
   private readonly desired: DesiredState;
@@ -111,9 +114,8 @@ export class Controller {
     this.gate = new VerifiedHead(repo, this.sync, { ...opts, logger, now });
     const ssh = opts.sshTransport ?? defaultSshTransport;
     const shared = { dataDir: opts.dataDir, logger, now, code: gitCodeExporter(repo.git), secrets, ssh };
-    const contexts = contextsOf({ ...shared, objects: () => this.inputs.objects }, (backend, job) =>
-      this.inputs.requestForJob(backend, job, this.status, this.desired),
-    );
+    const reqFor = (b: string, job: string) => this.inputs.requestForJob(b, job, this.status, this.desired);
+    const contexts = contextsOf({ ...shared, ...this.ports.lent(() => this.inputs.objects) }, reqFor);
     this.adapters = new BackendAdapters(descriptors, contexts, logger);
     this.observer = new Observer(this.adapters, logger, now);
     this.leadership = new Leadership(repo, this.sync, {
@@ -353,7 +355,7 @@ export class Controller {
     this.sleeper.wake();
     if (this.controllerId) await Promise.all([this.sync.saveCache(), this.desired.saveCache()]);
     await this.leadership.stop();
-    await this.adapters.close();
+    await this.adapters.close().then(() => this.ports.close());
     await this.repo.close();
     this.lock.release();
   }

@@ -14,6 +14,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import chokidar from 'chokidar';
 import type { Logger } from 'pino';
 import { bearerToken, generateApiToken, sessionCookieValue, tokenMatches } from './api-token.js';
+import type { HttpHandler } from './backends/types.js';
 import { readBody, refuseTooLarge } from './request-body.js';
 
 export interface ServeOptions {
@@ -56,6 +57,8 @@ export interface ServedController {
   readonly repo: { watchPaths(): string[] };
   requestFetch(reason: string): void;
   requestReconcile(kind: 'Run', name: string): void;
+  /** Routes adapters mounted (the pull agent's API): each authenticates its own callers. */
+  readonly ports?: { handlerFor(path: string): HttpHandler | undefined };
 }
 
 /** Largest webhook body (GitHub caps payloads at 25 MB, but push events are far smaller). */
@@ -238,6 +241,11 @@ async function answer(e: Endpoint, req: IncomingMessage, res: ServerResponse): P
     return req.method === 'POST'
       ? webhook(e, req, res)
       : send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+  const mounted = e.c.ports?.handlerFor(path);
+  if (mounted)
+    return mounted(req, res, path, {
+      operator: tokenMatches(e.token, bearerToken(header(req, 'authorization'))),
+    });
   if (path.startsWith('/api/')) return api(e, req, res, path);
   if (e.opts.dashboardAuth && !readAllowed(e, req, res, path)) return;
   if (req.method === 'GET' && path === '/metrics') {

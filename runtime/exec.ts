@@ -22,6 +22,7 @@ import {
   writeJsonAtomic,
   type ExitRecord,
 } from './records.js';
+import { LEASE_FILE, watchLease } from './lease.js';
 
 export interface ExecOptions {
   run: string;
@@ -193,8 +194,23 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     process.on(sig, h);
     return [sig, h] as const;
   });
+  // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
+  const unwatchLease = jobDir
+    ? watchLease(join(jobDir, LEASE_FILE), {
+        stop: () => {
+          stopSignal ??= 'the agent lease running out';
+          log('the agent lease ran out unrenewed: stopping the workload (SIGTERM)');
+          signalGroup('SIGTERM');
+        },
+        kill: () => {
+          killedByUs = true;
+          signalGroup('SIGKILL');
+        },
+      })
+    : undefined;
 
   const result = await ended;
+  unwatchLease?.();
   if (killTimer) clearTimeout(killTimer);
   // Anything the workload left running in its group goes with it.
   signalGroup('SIGKILL');

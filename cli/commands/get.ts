@@ -16,6 +16,7 @@ import { colours, printable, type Io } from '../output.js';
 import { parseDuration } from '../repo.js';
 import { parseSelector, selectorMatches } from '../selector.js';
 import { openStatus } from '../status-reader.js';
+import { getAgents } from './agent.js';
 
 const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
   run: 'runs',
@@ -130,7 +131,7 @@ export function registerGet(program: Command, io: Io): void {
   program
     .command('get')
     .description('List runs, DAGs or backends with their status, read from the status branch')
-    .argument('<kind>', 'runs | dags | backends')
+    .argument('<kind>', 'runs | dags | backends | agents')
     .argument('[name]', 'only this object')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -148,6 +149,11 @@ export function registerGet(program: Command, io: Io): void {
     )
     .option('-w, --watch', 'after the list, print each object again whenever its status changes')
     .option('--timeout <duration>', 'with --watch: stop after this long (e.g. 10m); default: until Ctrl-C')
+    .option(
+      '--controller <url>',
+      'agents: the controller to ask (default: $ADV_CONTROLLER_URL, else the data dir’s)',
+    )
+    .option('--data-dir <dir>', 'agents: the controller’s data dir, to find it and its API token')
     .addHelpText(
       'after',
       `
@@ -158,7 +164,8 @@ Examples:
   adv get run hello -o yaml
   adv get runs -l adventuretime.dev/dag=pipeline   # the child runs of one DAG
   adv get dags
-  adv get backends`,
+  adv get backends
+  adv get agents                               # pull agents, from the running controller`,
     )
     .action(
       async (
@@ -172,8 +179,11 @@ Examples:
           sortBy: string;
           watch?: boolean;
           timeout?: string;
+          controller?: string;
+          dataDir?: string;
         },
       ) => {
+        if (/^agents?$/i.test(kindArg)) return getAgents(io, name, opts);
         const kind = KINDS[kindArg.toLowerCase()];
         if (!kind)
           throw new AdvError(ErrorCode.UsageError, `unknown kind "${printable(kindArg)}"`, {

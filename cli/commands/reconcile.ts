@@ -1,13 +1,7 @@
 import type { Command } from 'commander';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  API_TOKEN_ENV,
-  API_TOKEN_FILE,
-  AdvError,
-  ErrorCode,
-  RECONCILE_ANNOTATION,
-} from '../../controller/index.js';
+import { API_TOKEN_FILE, AdvError, ErrorCode, RECONCILE_ANNOTATION } from '../../controller/index.js';
+import { apiToken, runningController, tokenHint } from '../controller-api.js';
 import { checkName } from '../names.js';
 import { printable, type Io } from '../output.js';
 import { defaultDataDir, resolveRepo } from '../repo.js';
@@ -36,25 +30,11 @@ export function registerReconcile(program: Command, io: Io): void {
       checkName(name);
       const repo = await resolveRepo(opts.repo, io.cwd);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
-      const info = await readFile(`${dataDir}/controller.json`, 'utf8')
-        .then((t) => JSON.parse(t) as { url?: string | null; pid?: number })
-        .catch(() => undefined);
-      let alive = false;
-      try {
-        if (info?.pid) process.kill(info.pid, 0);
-        alive = Boolean(info?.pid);
-      } catch {
-        alive = false;
-      }
-      if (alive && info?.url) {
+      const url = await runningController(dataDir);
+      if (url) {
         const tokenFile = join(dataDir, API_TOKEN_FILE);
-        const token =
-          io.env[API_TOKEN_ENV]?.trim() ||
-          (await readFile(tokenFile, 'utf8').then(
-            (t) => t.trim(),
-            () => undefined,
-          ));
-        const res = await fetch(`${info.url}/api/v1/reconcile/run/${encodeURIComponent(name)}`, {
+        const token = await apiToken(io, dataDir);
+        const res = await fetch(`${url}/api/v1/reconcile/run/${encodeURIComponent(name)}`, {
           method: 'POST',
           headers: token ? { authorization: `Bearer ${token}` } : {},
         });
@@ -65,7 +45,7 @@ export function registerReconcile(program: Command, io: Io): void {
             { hint: res.status === 401 ? tokenHint(tokenFile) : 'check the controller log' },
           );
 
-        io.stdout.write(`run/${name}: reconcile requested from the controller at ${info.url}\n`);
+        io.stdout.write(`run/${name}: reconcile requested from the controller at ${url}\n`);
         return;
       }
       // No controller to tell: leave the request in git, as Flux's requestedAt annotation does.
@@ -78,13 +58,4 @@ export function registerReconcile(program: Command, io: Io): void {
         `reconcile run/${name}`,
       );
     });
-}
-
-/** Where the API token comes from, for a 401. */
-function tokenHint(tokenFile: string): string {
-  return (
-    `set ${API_TOKEN_ENV} to the controller's API token: the one it was started with ` +
-    `(--api-token-file, or its ${API_TOKEN_ENV}); with neither it writes one to ${tokenFile} at ` +
-    'start, which adv reconcile reads when run as the same user (pass --data-dir if it is elsewhere)'
-  );
 }

@@ -2,6 +2,7 @@
  * The backend port. One adapter per backend type, each in its own folder, registered in
  * `registry.ts`. Adapters act only on what the planner's actions ask for.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { SecretSource } from '../secrets.js';
@@ -31,6 +32,8 @@ export interface JobRequest {
   secretEnv?: Record<string, string>;
   /** The object store for checkpoints, logs and heartbeats (its credentials are in `secretEnv`). */
   store?: { url: string };
+  /** The run's `metadata.labels`, for backends whose hosts choose work by them (the pull agent). */
+  labels?: Record<string, string>;
 }
 
 export interface JobHandle {
@@ -210,6 +213,32 @@ export interface BackendContext {
    * exit records and heartbeats workers write there instead of asking every host.
    */
   objects?(): ObjectStore | undefined;
+  /**
+   * The controller's HTTP listener, for backends whose workers call in (the pull agent): requests
+   * under a mounted prefix go to its handler, which authenticates its own callers.
+   */
+  http?: HttpMounts;
+  /**
+   * One object per controller, made on first ask and shared by every adapter that asks for the
+   * same key (the pull agent's queue, which all `agent` Backends feed); closed with the controller.
+   */
+  shared?<T extends { close?(): void | Promise<void> }>(key: string, make: () => T): T;
+}
+
+/**
+ * Answers a request under a mounted prefix. `caller.operator`: it carries the controller's API
+ * token (what operator endpoints require).
+ */
+export type HttpHandler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  caller: { operator: boolean },
+) => Promise<void>;
+
+export interface HttpMounts {
+  /** Sends requests whose path is `prefix` or under `prefix/` to `handler`; returns how to unmount. */
+  mount(prefix: string, handler: HttpHandler): () => void;
 }
 
 /**

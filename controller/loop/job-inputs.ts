@@ -88,11 +88,13 @@ export class JobInputs {
     const spec = current?.appliedSpec ?? desired.runs.get(a.run)?.spec;
     const attempt = current?.status.attempts.find((x) => x.n === a.attempt);
     if (!spec || !attempt) throw new Error('no spec to submit');
-    return buildJobRequest(a.run, attempt, spec, {
+    const labels = desired.runs.get(a.run)?.labels;
+    const request = buildJobRequest(a.run, attempt, spec, {
       secrets: this.secrets,
       controllerEnv: this.env,
       passEnv: desired.backends.get(a.backend)?.obj.spec.passEnv ?? [],
       store: this.store?.target,
     });
+    return labels ? { ...request, labels } : request;
   }
 }

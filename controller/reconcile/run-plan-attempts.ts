@@ -384,7 +384,9 @@ function stillGoing(doc: RunStatusDoc, a: Attempt, o: ObservedJob, now: string):
   const st = doc.status;
   if (o.state === JobState.Pending) {
     a.phase = AttemptPhase.Queued;
-    setPhase(doc, Phase.Queued, 'Queued', `attempt ${a.n} queued on ${a.backend}`);
+    // The backend's own word on why it waits (a SLURM reason, "no agent can run it: …").
+    const why = o.message ? `: ${o.message}` : '';
+    setPhase(doc, Phase.Queued, 'Queued', `attempt ${a.n} queued on ${a.backend}${why}`);
     return;
   }
   a.phase = AttemptPhase.Running;

@@ -1,12 +1,13 @@
 /**
- * `agent`: hosts the controller cannot reach run `adv agent`, which pulls work from the
- * controller's HTTP API (claim, heartbeat, complete, fail). Declared (settings, rules, traits);
- * its adapter is not built yet, so a Backend of this type validates but takes no work
- * ("no adapter for type agent in this build yet").
+ * `agent`: hosts the controller cannot reach (behind NAT, a campus firewall) run `adv agent`, which
+ * claims attempts from the controller's HTTP API, runs them under `adv exec` and reports back
+ * (docs/backends.md#agent). The controller owns the queue (`hub.ts`); agents enroll with the
+ * Backend's `tokenSecret` and hold each attempt under a lease with a fencing epoch.
  */
 import { Type } from '@sinclair/typebox';
 import { ENV_NAME, optional, strict } from '../../spec/schema-kit.js';
-import { ONE_HOST_TRAITS, type BackendDescriptor } from '../types.js';
+import { ONE_HOST_TRAITS, type AdapterDescriptor } from '../types.js';
+import { AgentBackend } from './adapter.js';
 
 /** The `agent:` block (required for this type). */
 export const agentSettings = {
@@ -14,20 +15,41 @@ export const agentSettings = {
   required: true,
   schema: strict(
     {
-      pool: optional(Type.String({ description: 'Agents of this pool claim this backend’s jobs.' })),
-      tokenSecret: Type.String({ pattern: ENV_NAME, description: 'Secret agents authenticate with.' }),
+      pool: optional(
+        Type.String({
+          pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+          description: 'Agents of this pool claim this backend’s jobs. Default: the Backend’s name.',
+        }),
+      ),
+      tokenSecret: Type.String({
+        pattern: ENV_NAME,
+        description:
+          'The secret (resolved like a Run’s secrets) agents enroll with; each agent gets its own token in exchange.',
+      }),
       staleAfterSec: optional(
-        Type.Integer({ minimum: 10, description: 'A claim without heartbeat expires.' }),
+        Type.Integer({
+          minimum: 10,
+          description:
+            'A claim without a heartbeat this long is lost: the attempt ends `Lost` and resumes elsewhere. Default 120.',
+        }),
+      ),
+      selector: optional(
+        Type.Record(Type.String(), Type.String(), {
+          description: 'Labels an agent must carry (`adv agent --label k=v`) to take this backend’s jobs.',
+        }),
       ),
     },
     '`agent` settings.',
   ),
 } as const;
 
-/** `agent`: one claiming host per job. */
-export const agentBackend: BackendDescriptor<'agent', typeof agentSettings> = {
+/** `agent`: a controller-owned queue that hosts pull from; each job runs on one host. */
+export const agentBackend: AdapterDescriptor<'agent', typeof agentSettings> = {
   type: 'agent',
   settings: agentSettings,
   needsConnection: false,
-  traits: ONE_HOST_TRAITS,
+  traits: { ...ONE_HOST_TRAITS, queuesWhenFull: true, reportsCapacity: true },
+  create(spec, ctx) {
+    return new AgentBackend(spec, ctx);
+  },
 };

@@ -1,0 +1,167 @@
+/**
+ * The HTTP face of the agent hub, mounted on the controller's listener: the agents' endpoints
+ * (their own bearer tokens) and the operators' (the controller's API token). Bodies are small and
+ * bounded; tokens and secrets never reach a log line.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  AGENT_API,
+  AGENTS_ADMIN_API,
+  MAX_CLAIM_WAIT_SEC,
+  type ClaimRequest,
+  type CompleteRequest,
+  type FailRequest,
+  type HeartbeatRequest,
+  type RegisterRequest,
+} from '../../../runtime/agent/protocol.js';
+import { bearerToken } from '../../api-token.js';
+import { readBody } from '../../request-body.js';
+import type { HttpHandler } from '../types.js';
+import type { AgentHub, Refusal } from './hub.js';
+
+/** Agents send capabilities, labels and small reports: nothing near this. */
+const MAX_BODY = 256 * 1024;
+const AGENT_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const JOB_PATH = /^\/jobs\/([a-z0-9][a-z0-9.-]{0,252})\/(heartbeat|complete|fail|release|code)$/;
+const ADMIN_PATH = /^\/([a-z0-9][a-z0-9-]{0,62})\/(drain|resume|revoke)$/;
+const UNAUTHORIZED = { 'www-authenticate': 'Bearer realm="adventuretime-agent"' };
+
+function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
+  res.end(JSON.stringify(body) + '\n');
+}
+
+const refused = (x: unknown): x is Refusal =>
+  typeof x === 'object' && x !== null && 'status' in x && 'error' in x;
+
+/** A JSON object body, or undefined once answered (too large, not JSON, not an object). */
+async function jsonBody<T>(req: IncomingMessage, res: ServerResponse): Promise<T | undefined> {
+  const raw = await readBody(req, res, MAX_BODY);
+  if (!raw) return undefined;
+  try {
+    const v = JSON.parse(raw.length ? raw.toString('utf8') : '{}') as unknown;
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as T;
+  } catch {
+    // answered below
+  }
+  send(res, 400, { error: 'the body must be a JSON object' });
+  return undefined;
+}
+
+/** What a capabilities object must hold to be matched against runs. */
+function badCapabilities(c: unknown): string | undefined {
+  const x = c as Record<string, unknown> | undefined;
+  if (!x || typeof x !== 'object') return 'capabilities missing';
+  if (typeof x.hostname !== 'string' || typeof x.cores !== 'number' || typeof x.ramGiB !== 'number')
+    return 'capabilities need hostname, cores and ramGiB';
+  if (
+    !Array.isArray(x.gpus) ||
+    !x.gpus.every(
+      (g: { name?: unknown; vramGiB?: unknown }) =>
+        typeof g?.name === 'string' && typeof g?.vramGiB === 'number',
+    )
+  )
+    return 'capabilities.gpus must be a list of {name, vramGiB}';
+  return undefined;
+}
+
+const epochOf = (v: unknown): number | undefined =>
+  Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
+
+/** The handler for `/api/v1/agent/...`: enrollment, claims and the claimed jobs' reports. */
+export function agentApi(hub: AgentHub): HttpHandler {
+  return async (req, res, fullPath) => {
+    const path = fullPath.slice(AGENT_API.length);
+    if (path === '/register') {
+      if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+      const body = await jsonBody<RegisterRequest>(req, res);
+      if (!body) return;
+      if (typeof body.enrollToken !== 'string' || !body.enrollToken)
+        return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
+      if (typeof body.name !== 'string' || !AGENT_NAME.test(body.name))
+        return send(res, 400, {
+          error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63',
+        });
+      const bad = badCapabilities(body.capabilities);
+      if (bad) return send(res, 400, { error: bad });
+      const out = hub.register(body);
+      return refused(out)
+        ? send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {})
+        : send(res, 201, out);
+    }
+    const agent = hub.authenticate(bearerToken(req.headers.authorization));
+    if (!agent)
+      return send(
+        res,
+        401,
+        { error: 'bad, missing or revoked agent token: enroll with adv agent --enroll-token-file' },
+        UNAUTHORIZED,
+      );
+    if (path === '/claims') {
+      if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+      const body = await jsonBody<ClaimRequest>(req, res);
+      if (!body) return;
+      const bad = badCapabilities(body.capabilities);
+      if (bad) return send(res, 400, { error: bad });
+      const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
+      const waitMs = Math.max(0, Math.min(MAX_CLAIM_WAIT_SEC, Number.isFinite(wait) ? wait : 0)) * 1000;
+      const alive = () => !req.socket.destroyed && !res.writableEnded;
+      const claim = await hub.claim(agent, body, waitMs, alive);
+      if (!alive()) return; // the agent hung up: a claim made meanwhile expires with its lease
+      return claim
+        ? send(res, 200, claim)
+        : void (res.writeHead(204, { 'cache-control': 'no-store' }), res.end());
+    }
+    const m = JOB_PATH.exec(path);
+    if (!m) return send(res, 404, { error: `no route ${req.method} ${fullPath}` });
+    const [, job, verb] = m as unknown as [string, string, string];
+    if (verb === 'code') {
+      if (req.method !== 'GET') return send(res, 405, { error: 'use GET' }, { allow: 'GET' });
+      const epoch = epochOf(Number(new URL(req.url ?? '', 'http://x').searchParams.get('epoch')));
+      if (!epoch) return send(res, 400, { error: 'epoch=N is required' });
+      const out = await hub.code(agent, job, epoch);
+      if (refused(out)) return send(res, out.status, { error: out.error });
+      res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': String(out.length) });
+      return void res.end(out);
+    }
+    if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+    const body = await jsonBody<{ epoch?: unknown }>(req, res);
+    if (!body) return;
+    const epoch = epochOf(body.epoch);
+    if (!epoch) return send(res, 400, { error: 'epoch (a positive integer) is required' });
+    const out =
+      verb === 'heartbeat'
+        ? hub.heartbeat(agent, job, { ...(body as HeartbeatRequest), epoch })
+        : verb === 'complete'
+          ? hub.complete(agent, job, { ...(body as CompleteRequest), epoch })
+          : verb === 'fail'
+            ? hub.fail(agent, job, { ...(body as FailRequest), epoch })
+            : hub.release(agent, job, epoch);
+    return refused(out) ? send(res, out.status, { error: out.error }) : send(res, 200, out);
+  };
+}
+
+/** The handler for `/api/v1/agents[/NAME/drain|resume|revoke]`: the controller's API token only. */
+export function agentsAdminApi(hub: AgentHub): HttpHandler {
+  return async (req, res, fullPath, caller) => {
+    if (!caller.operator)
+      return send(
+        res,
+        401,
+        { error: "bad or missing bearer token: use the controller's API token" },
+        {
+          'www-authenticate': 'Bearer realm="adventuretime"',
+        },
+      );
+    const path = fullPath.slice(AGENTS_ADMIN_API.length);
+    if (path === '' || path === '/') {
+      if (req.method !== 'GET') return send(res, 405, { error: 'use GET' }, { allow: 'GET' });
+      return send(res, 200, { agents: hub.summaries() });
+    }
+    const m = ADMIN_PATH.exec(path);
+    if (!m) return send(res, 404, { error: `no route ${req.method} ${fullPath}` });
+    if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+    const out = hub.setAgent(m[1]!, m[2] as 'drain' | 'resume' | 'revoke');
+    return refused(out) ? send(res, out.status, { error: out.error }) : send(res, 200, out);
+  };
+}

@@ -1,0 +1,647 @@
+/**
+ * The pull agent's queue, owned by the controller: attempts wait here until an agent claims one.
+ * One hub per controller, shared by every `agent` Backend (each is a pool, or shares one). Every
+ * change goes to the journal (write-ahead, fsynced) before it is answered, and state changes
+ * happen synchronously after it: a claim is one step, so two agents can never win the same attempt.
+ *
+ * The lease: a claim is valid `staleAfterSec` after the last heartbeat. An attempt whose lease ran
+ * out is ended `Lost` (the controller resumes it elsewhere) and its epoch is dead: the agent that
+ * held it gets 409 for everything it says about it. After a restart every claim counts as renewed
+ * at start-up (the agents had no one to talk to), so a claim is honoured, never handed out again.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type {
+  AgentCapabilities,
+  AgentSummary,
+  Claim,
+  ClaimRequest,
+  CompleteRequest,
+  Enrolled,
+  FailRequest,
+  HeartbeatAnswer,
+  HeartbeatRequest,
+  RegisterRequest,
+} from '../../../runtime/agent/protocol.js';
+import { tokenMatches } from '../../api-token.js';
+import {
+  JobState,
+  observedFromExit,
+  type Capacity,
+  type CodeExporter,
+  type JobHandle,
+  type JobRequest,
+  type ObservedJob,
+} from '../types.js';
+import { Journal } from './journal.js';
+import { needOf, policyAllows, selectorMatches, unfitBecause, type Need } from './match.js';
+
+/** An `agent` Backend as the hub knows it: the pool its attempts go to, and how to reach its ports. */
+export interface PoolBinding {
+  backend: string;
+  pool: string;
+  staleAfterSec: number;
+  /** Labels an agent must carry to take this backend's attempts. */
+  selector?: Record<string, string>;
+  /** The enrollment token now (the Backend's `tokenSecret`, resolved at each call). */
+  enrollToken(): string | undefined;
+  /** A live attempt's request, rebuilt after a restart (secrets are never journaled). */
+  requestFor(job: string): JobRequest | undefined;
+  code: CodeExporter;
+}
+
+export interface AgentRec {
+  name: string;
+  tokenHash: string;
+  pools: string[];
+  labels: Record<string, string>;
+  capabilities: AgentCapabilities;
+  enrolledAt: string;
+  drained?: boolean;
+  revoked?: boolean;
+}
+
+interface QueuedJob {
+  job: string;
+  backend: string;
+  pool: string;
+  run: string;
+  attempt: number;
+  need: Need;
+  runLabels: Record<string, string>;
+  queuedAt: string;
+}
+
+interface JobEnd {
+  state: JobState;
+  reason: string;
+  message?: string;
+  exitCode?: number;
+  startedAt?: string;
+  finishedAt?: string;
+}
+
+interface JobRec extends QueuedJob {
+  agent?: string;
+  epoch?: number;
+  claimedAt?: string;
+  startedAt?: string;
+  cancel?: boolean;
+  end?: JobEnd;
+}
+
+type Entry =
+  | { op: 'agent'; a: AgentRec }
+  | { op: 'queue'; j: QueuedJob }
+  | { op: 'claim'; job: string; agent: string; epoch: number; at: string }
+  | { op: 'start'; job: string; at: string }
+  | { op: 'cancel'; job: string }
+  | { op: 'release'; job: string }
+  | { op: 'end'; job: string; end: JobEnd }
+  | { op: 'forget'; job: string };
+
+/** An answer the HTTP layer sends as is. */
+export interface Refusal {
+  status: 400 | 401 | 403 | 404 | 409;
+  error: string;
+}
+
+interface Waiter {
+  agent: string;
+  req: ClaimRequest;
+  alive: () => boolean;
+  resolve: (c: Claim | undefined) => void;
+}
+
+/** An agent not heard from for this long shows as Offline (a long poll lasts at most 50 s). */
+const OFFLINE_AFTER_MS = 90_000;
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export class AgentHub {
+  private readonly journal: Journal<Entry>;
+  private readonly agents = new Map<string, AgentRec>();
+  private readonly byToken = new Map<string, string>();
+  private readonly jobs = new Map<string, JobRec>();
+  /** Queued job names, oldest first. */
+  private readonly queued = new Set<string>();
+  private readonly requests = new Map<string, JobRequest>();
+  private readonly lastBeat = new Map<string, number>();
+  private readonly lastSeen = new Map<string, number>();
+  private readonly bindings = new Map<string, PoolBinding>();
+  private waiters: Waiter[] = [];
+  private readonly closers: (() => void)[] = [];
+  private epoch = 0;
+
+  constructor(
+    dataDir: string,
+    private readonly logger: Logger,
+    private readonly now: () => number,
+  ) {
+    this.journal = new Journal(join(dataDir, 'agents', 'journal.jsonl'));
+    for (const e of this.journal.replay()) this.apply(e);
+    const t = this.now();
+    for (const j of this.jobs.values()) if (j.agent && !j.end) this.lastBeat.set(j.job, t);
+    if (this.journal.length > 1000 && this.journal.length > 4 * (this.agents.size + this.jobs.size))
+      this.journal.rewrite(this.snapshot());
+  }
+
+  // --- the Backend side ---------------------------------------------------------------------
+
+  attach(b: PoolBinding): void {
+    this.bindings.set(b.backend, b);
+    this.offer();
+  }
+
+  detach(b: PoolBinding): void {
+    if (this.bindings.get(b.backend) === b) this.bindings.delete(b.backend);
+  }
+
+  /** Queues attempts (one flush for all); a job already known is left as it is (idempotent). */
+  enqueue(backend: string, requests: readonly JobRequest[]): void {
+    const b = this.bindings.get(backend);
+    if (!b) throw new Error(`backend ${backend} is not attached to the agent hub`);
+    const entries: Entry[] = [];
+    const t = iso(this.now());
+    for (const r of requests) {
+      this.requests.set(r.jobName, r);
+      if (this.jobs.has(r.jobName) || entries.some((e) => e.op === 'queue' && e.j.job === r.jobName))
+        continue;
+      const j: QueuedJob = {
+        job: r.jobName,
+        backend,
+        pool: b.pool,
+        run: r.run,
+        attempt: r.attempt,
+        need: needOf(r.spec),
+        runLabels: r.labels ?? {},
+        queuedAt: t,
+      };
+      entries.push({ op: 'queue', j });
+    }
+    this.commit(...entries);
+    this.offer();
+  }
+
+  has(job: string): boolean {
+    return this.jobs.has(job);
+  }
+
+  /**
+   * What each handle's attempt is doing; ends claims whose lease ran out. With `owned`, also forgets
+   * what no live attempt of this backend owns any more (and asks an agent to stop such a job).
+   */
+  observe(backend: string, handles: readonly JobHandle[], owned?: ReadonlySet<string>): ObservedJob[] {
+    const out = handles.map((h) => this.observed(h));
+    if (owned) {
+      const polled = new Set(handles.map((h) => h.jobName));
+      const sweep: Entry[] = [];
+      for (const j of this.jobs.values()) {
+        if (j.backend !== backend || owned.has(j.job) || polled.has(j.job)) continue;
+        if (j.end || !j.agent) sweep.push({ op: 'forget', job: j.job });
+        else if (!j.cancel) sweep.push({ op: 'cancel', job: j.job });
+      }
+      if (sweep.length)
+        this.logger.info({ jobs: sweep.length }, 'agent jobs no live attempt owns: forgotten or stopped');
+      this.commit(...sweep);
+    }
+    return out;
+  }
+
+  private observed(h: JobHandle): ObservedJob {
+    const base = { jobName: h.jobName, jobId: h.jobId };
+    const j = this.jobs.get(h.jobName);
+    if (!j)
+      return {
+        ...base,
+        state: JobState.Lost,
+        reason: 'ClaimRecordMissing',
+        message: 'the agent hub has no record of it',
+      };
+    this.expireIfStale(j);
+    if (j.end) {
+      const { state, reason, ...rest } = j.end;
+      return { ...base, state, reason, ...rest };
+    }
+    if (!j.agent) return { ...base, state: JobState.Pending, reason: 'Queued', message: this.whyQueued(j) };
+    if (!j.startedAt)
+      return {
+        ...base,
+        state: JobState.Pending,
+        reason: 'Claimed',
+        message: `claimed by agent ${j.agent}, starting`,
+      };
+    return { ...base, state: JobState.Running, startedAt: j.startedAt, message: `on agent ${j.agent}` };
+  }
+
+  /** Why a queued attempt waits: which agents could take it, and why the others cannot. */
+  private whyQueued(j: JobRec): string {
+    const pool = [...this.agents.values()].filter((a) => !a.revoked && a.pools.includes(j.pool));
+    if (!pool.length) return `waiting for an agent of pool ${j.pool}: none is enrolled`;
+    const reasons = pool.map((a) => {
+      if (a.drained) return `${a.name}: drained`;
+      const why = unfitBecause(j.need, a.capabilities);
+      return why ? `${a.name}: ${why}` : undefined;
+    });
+    const fit = reasons.filter((r) => r === undefined).length;
+    if (fit) return `waiting for one of ${fit} fitting agent(s) of pool ${j.pool} to be free`;
+    return `no agent of pool ${j.pool} can run it (${reasons.slice(0, 3).join('; ')}${reasons.length > 3 ? '; …' : ''})`;
+  }
+
+  /** Stops an attempt: a queued one ends now, a claimed one is told to stop at its next heartbeat. */
+  cancel(job: string): void {
+    const j = this.jobs.get(job);
+    if (!j || j.end) return;
+    if (!j.agent)
+      this.commit({
+        op: 'end',
+        job,
+        end: { state: JobState.Cancelled, reason: 'Cancelled', message: 'cancelled while queued' },
+      });
+    else if (!j.cancel) this.commit({ op: 'cancel', job });
+  }
+
+  /** Free GPUs: those of the ready, idle agents of this backend's pool heard from lately. */
+  capacity(backend: string): Capacity {
+    const b = this.bindings.get(backend);
+    const busy = new Set([...this.jobs.values()].filter((j) => j.agent && !j.end).map((j) => j.agent!));
+    const t = this.now();
+    const idle = [...this.agents.values()].filter(
+      (a) =>
+        b &&
+        !a.revoked &&
+        !a.drained &&
+        a.pools.includes(b.pool) &&
+        !busy.has(a.name) &&
+        t - (this.lastSeen.get(a.name) ?? -Infinity) < OFFLINE_AFTER_MS,
+    );
+    return {
+      freeGpus: idle.reduce((n, a) => n + a.capabilities.gpus.length, 0),
+      note: `${idle.length} idle agent(s) of pool ${b?.pool ?? backend}`,
+    };
+  }
+
+  // --- the agents' side -------------------------------------------------------------------------
+
+  /** Exchanges an enrollment token for an agent token (shown once, kept hashed). */
+  register(body: RegisterRequest): Enrolled | Refusal {
+    const opened = [...this.bindings.values()].filter((b) => {
+      const t = b.enrollToken();
+      return t !== undefined && tokenMatches(t, body.enrollToken);
+    });
+    if (!opened.length)
+      return {
+        status: 401,
+        error: 'enrollment token refused: use the value of the agent Backend’s tokenSecret',
+      };
+    let pools = [...new Set(opened.map((b) => b.pool))];
+    if (body.pools?.length) pools = pools.filter((p) => body.pools!.includes(p));
+    if (!pools.length)
+      return {
+        status: 403,
+        error: `this token opens pool(s) ${[...new Set(opened.map((b) => b.pool))].join(', ')}, not ${body.pools!.join(', ')}`,
+      };
+    const existing = this.agents.get(body.name);
+    if (existing && !existing.revoked)
+      return {
+        status: 409,
+        error: `an agent named ${body.name} is already enrolled: it keeps its token in its state dir; to enroll this host under that name, run adv agent revoke ${body.name} first`,
+      };
+    const token = 'adva_' + randomBytes(32).toString('base64url');
+    const a: AgentRec = {
+      name: body.name,
+      tokenHash: sha256(token),
+      pools,
+      labels: body.labels ?? {},
+      capabilities: body.capabilities,
+      enrolledAt: iso(this.now()),
+    };
+    this.commit({ op: 'agent', a });
+    this.logger.info({ agent: a.name, pools }, 'agent enrolled');
+    return { agent: a.name, token, pools };
+  }
+
+  /** The agent a bearer token belongs to, unless revoked; marks it seen. */
+  authenticate(token: string | undefined): AgentRec | undefined {
+    if (!token) return undefined;
+    const name = this.byToken.get(sha256(token));
+    const a = name ? this.agents.get(name) : undefined;
+    if (!a || a.revoked) return undefined;
+    this.lastSeen.set(a.name, this.now());
+    return a;
+  }
+
+  /**
+   * A claim for `agent` now, else the first one that comes within `waitMs` (long poll); undefined
+   * when none came. `alive` says whether the agent is still waiting on the other end.
+   */
+  claim(
+    agent: AgentRec,
+    req: ClaimRequest,
+    waitMs: number,
+    alive: () => boolean,
+  ): Promise<Claim | undefined> {
+    this.noteCapabilities(agent, req);
+    const now = this.tryClaim(agent.name, req);
+    if (now || waitMs <= 0) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const w: Waiter = { agent: agent.name, req, alive, resolve: (c) => (clearTimeout(timer), resolve(c)) };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        resolve(undefined);
+      }, waitMs);
+      this.waiters.push(w);
+    });
+  }
+
+  /** An agent's capabilities are detected again at each start: keep the newest (journaled when they change). */
+  private noteCapabilities(agent: AgentRec, req: ClaimRequest): void {
+    const labels = req.labels ?? agent.labels;
+    if (
+      JSON.stringify(req.capabilities) === JSON.stringify(agent.capabilities) &&
+      JSON.stringify(labels) === JSON.stringify(agent.labels)
+    )
+      return;
+    this.commit({ op: 'agent', a: { ...agent, capabilities: req.capabilities, labels } });
+  }
+
+  heartbeat(agent: AgentRec, job: string, body: HeartbeatRequest): HeartbeatAnswer | Refusal {
+    const j = this.held(agent, job, body.epoch);
+    if ('status' in j) return j;
+    this.lastBeat.set(job, this.now());
+    if (body.startedAt && !j.startedAt) this.commit({ op: 'start', job, at: body.startedAt });
+    return { cancel: Boolean(j.cancel), leaseSec: this.binding(j)?.staleAfterSec ?? 0 };
+  }
+
+  complete(agent: AgentRec, job: string, body: CompleteRequest): { ok: true } | Refusal {
+    const j = this.held(agent, job, body.epoch);
+    if ('status' in j) return j;
+    const o = observedFromExit(
+      { jobName: job, jobId: job },
+      { ...body.exit, reason: String(body.exit.reason) },
+    );
+    const end: JobEnd = {
+      state: o.state,
+      reason: o.reason ?? 'Completed',
+      ...(o.message ? { message: o.message } : {}),
+      ...(o.exitCode !== undefined ? { exitCode: o.exitCode } : {}),
+      ...(o.startedAt ? { startedAt: o.startedAt } : {}),
+      ...(o.finishedAt ? { finishedAt: o.finishedAt } : {}),
+    };
+    this.commit({ op: 'end', job, end });
+    return { ok: true };
+  }
+
+  fail(agent: AgentRec, job: string, body: FailRequest): { ok: true } | Refusal {
+    const j = this.held(agent, job, body.epoch);
+    if ('status' in j) return j;
+    const reason = /^[A-Za-z]{1,64}$/.test(body.reason) ? body.reason : 'AgentFailed';
+    this.commit({
+      op: 'end',
+      job,
+      end: {
+        state: JobState.Failed,
+        reason,
+        message: `agent ${agent.name}: ${String(body.message).slice(0, 2000)}`,
+      },
+    });
+    return { ok: true };
+  }
+
+  /** The agent gives a claim back unrun (its owner's policy refuses it): queued again, new epoch when claimed. */
+  release(agent: AgentRec, job: string, epoch: number): { ok: true } | Refusal {
+    const j = this.held(agent, job, epoch);
+    if ('status' in j) return j;
+    this.commit({ op: 'release', job });
+    this.offer();
+    return { ok: true };
+  }
+
+  /** The code of a claimed attempt, as the deterministic tar.gz. */
+  async code(agent: AgentRec, job: string, epoch: number): Promise<Buffer | Refusal> {
+    const j = this.held(agent, job, epoch);
+    if ('status' in j) return j;
+    const b = this.binding(j);
+    const r = this.requests.get(job) ?? b?.requestFor(job);
+    if (!b || !r) return { status: 409, error: `${job} has no live attempt any more` };
+    return b.code.payload(await b.code.treeOf(r.code.commit, r.code.path));
+  }
+
+  /** The claim `agent` holds on `job` under `epoch`, or the 409 that tells it to stop. */
+  private held(agent: AgentRec, job: string, epoch: number): JobRec | Refusal {
+    const j = this.jobs.get(job);
+    if (j) this.expireIfStale(j);
+    if (!j || j.agent !== agent.name || j.epoch !== epoch || j.end)
+      return {
+        status: 409,
+        error: `lease lost: agent ${agent.name} does not hold ${job} under epoch ${epoch}${j?.end ? ` (it ended ${j.end.state}: ${j.end.reason})` : ''}; stop it`,
+      };
+    return j;
+  }
+
+  // --- operators ------------------------------------------------------------------------------
+
+  summaries(): AgentSummary[] {
+    const t = this.now();
+    return [...this.agents.values()].map((a) => {
+      const jobs = [...this.jobs.values()].filter((j) => j.agent === a.name && !j.end).map((j) => j.job);
+      const seen = this.lastSeen.get(a.name);
+      const state: AgentSummary['state'] = a.revoked
+        ? 'Revoked'
+        : a.drained
+          ? jobs.length
+            ? 'Draining'
+            : 'Drained'
+          : seen === undefined || t - seen > OFFLINE_AFTER_MS
+            ? 'Offline'
+            : 'Ready';
+      return {
+        name: a.name,
+        pools: a.pools,
+        labels: a.labels,
+        capabilities: a.capabilities,
+        state,
+        enrolledAt: a.enrolledAt,
+        ...(seen !== undefined ? { lastSeen: iso(seen) } : {}),
+        jobs,
+      };
+    });
+  }
+
+  /** drain: no new claims (what it runs finishes); resume undoes it; revoke: its token stops working. */
+  setAgent(name: string, change: 'drain' | 'resume' | 'revoke'): AgentSummary | Refusal {
+    const a = this.agents.get(name);
+    if (!a) return { status: 404, error: `no agent named ${name} is enrolled (adv get agents lists them)` };
+    if (a.revoked && change !== 'revoke')
+      return { status: 409, error: `agent ${name} is revoked: enroll it again` };
+    const next = { ...a, ...(change === 'revoke' ? { revoked: true } : { drained: change === 'drain' }) };
+    this.commit({ op: 'agent', a: next });
+    if (change !== 'drain') this.offer();
+    for (const w of this.waiters.filter((x) => x.agent === name && change !== 'resume')) {
+      this.waiters = this.waiters.filter((x) => x !== w);
+      w.resolve(undefined);
+    }
+    this.logger.info({ agent: name, change }, 'agent changed by an operator');
+    return this.summaries().find((s) => s.name === name)!;
+  }
+
+  /** Runs `fn` when the hub closes (its routes are unmounted then). */
+  onClose(fn: () => void): void {
+    this.closers.push(fn);
+  }
+
+  close(): void {
+    for (const fn of this.closers.splice(0)) fn();
+    for (const w of this.waiters.splice(0)) w.resolve(undefined);
+    this.journal.close();
+  }
+
+  // --- state ---------------------------------------------------------------------------------
+
+  private binding(j: QueuedJob): PoolBinding | undefined {
+    return this.bindings.get(j.backend);
+  }
+
+  private expireIfStale(j: JobRec): void {
+    if (!j.agent || j.end) return;
+    const stale = (this.binding(j)?.staleAfterSec ?? 120) * 1000;
+    const last = this.lastBeat.get(j.job) ?? this.now();
+    if (this.now() - last <= stale) return;
+    const secs = Math.round((this.now() - last) / 1000);
+    this.logger.warn({ job: j.job, agent: j.agent, epoch: j.epoch }, 'agent lease expired');
+    this.commit({
+      op: 'end',
+      job: j.job,
+      end: {
+        state: JobState.Lost,
+        reason: 'LeaseExpired',
+        message: `agent ${j.agent} sent no heartbeat for ${secs}s (staleAfterSec ${stale / 1000})`,
+        ...(j.startedAt ? { startedAt: j.startedAt } : {}),
+      },
+    });
+  }
+
+  /** The first queued attempt this agent can take, claimed for it; undefined when none fits. */
+  private tryClaim(agentName: string, req: ClaimRequest): Claim | undefined {
+    const a = this.agents.get(agentName);
+    if (!a || a.revoked || a.drained) return undefined;
+    for (const job of this.queued) {
+      const j = this.jobs.get(job)!;
+      const b = this.binding(j);
+      if (!b || !a.pools.includes(j.pool) || !selectorMatches(b.selector, a.labels)) continue;
+      if (unfitBecause(j.need, req.capabilities) || !policyAllows(req.policy, j.run, j.runLabels)) continue;
+      const r = this.requests.get(job) ?? b.requestFor(job);
+      if (!r) continue; // no live attempt (yet): the sweep forgets it
+      const epoch = this.epoch + 1;
+      this.commit({ op: 'claim', job, agent: a.name, epoch, at: iso(this.now()) });
+      this.lastBeat.set(job, this.now());
+      this.logger.info({ job, agent: a.name, epoch }, 'attempt claimed');
+      const leaseSec = b.staleAfterSec;
+      return {
+        job,
+        epoch,
+        backend: j.backend,
+        run: r.run,
+        attempt: r.attempt,
+        argv: r.argv,
+        spec: r.spec as Claim['spec'],
+        code: r.code,
+        env: r.env,
+        secretEnv: r.secretEnv ?? {},
+        ...(r.store ? { store: r.store } : {}),
+        leaseSec,
+        heartbeatSec: Math.max(1, Math.min(15, Math.floor(leaseSec / 5))),
+        runLabels: j.runLabels,
+      };
+    }
+    return undefined;
+  }
+
+  /** Hands queued attempts to waiting agents, oldest waiter first. */
+  private offer(): void {
+    if (!this.queued.size || !this.waiters.length) return;
+    for (const w of [...this.waiters]) {
+      if (!w.alive()) {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        w.resolve(undefined);
+        continue;
+      }
+      const c = this.tryClaim(w.agent, w.req);
+      if (!c) continue;
+      this.waiters = this.waiters.filter((x) => x !== w);
+      w.resolve(c);
+      if (!this.queued.size) return;
+    }
+  }
+
+  /** Writes ahead, then applies: nothing is answered that a crash could forget. */
+  private commit(...entries: Entry[]): void {
+    this.journal.append(...entries);
+    for (const e of entries) this.apply(e);
+  }
+
+  private apply(e: Entry): void {
+    switch (e.op) {
+      case 'agent': {
+        const old = this.agents.get(e.a.name);
+        if (old) this.byToken.delete(old.tokenHash);
+        this.agents.set(e.a.name, e.a);
+        if (!e.a.revoked) this.byToken.set(e.a.tokenHash, e.a.name);
+        return;
+      }
+      case 'queue':
+        this.jobs.set(e.j.job, { ...e.j });
+        this.queued.add(e.j.job);
+        return;
+      case 'forget':
+        this.jobs.delete(e.job);
+        this.queued.delete(e.job);
+        this.requests.delete(e.job);
+        this.lastBeat.delete(e.job);
+        return;
+    }
+    const j = this.jobs.get(e.job);
+    if (!j) return;
+    switch (e.op) {
+      case 'claim':
+        Object.assign(j, { agent: e.agent, epoch: e.epoch, claimedAt: e.at });
+        this.epoch = Math.max(this.epoch, e.epoch);
+        this.queued.delete(e.job);
+        return;
+      case 'start':
+        j.startedAt = e.at;
+        return;
+      case 'cancel':
+        j.cancel = true;
+        return;
+      case 'release':
+        delete j.agent;
+        delete j.epoch;
+        delete j.claimedAt;
+        this.queued.add(e.job);
+        return;
+      case 'end':
+        j.end = e.end;
+        this.queued.delete(e.job);
+        this.lastBeat.delete(e.job);
+        this.requests.delete(e.job);
+        return;
+    }
+  }
+
+  /** The state as the fewest entries that rebuild it. */
+  private snapshot(): Entry[] {
+    const out: Entry[] = [...this.agents.values()].map((a) => ({ op: 'agent', a }) as Entry);
+    for (const j of this.jobs.values()) {
+      const { agent, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
+      out.push({ op: 'queue', j: q });
+      if (agent && epoch !== undefined)
+        out.push({ op: 'claim', job: j.job, agent, epoch, at: claimedAt ?? q.queuedAt });
+      if (startedAt) out.push({ op: 'start', job: j.job, at: startedAt });
+      if (cancel) out.push({ op: 'cancel', job: j.job });
+      if (end) out.push({ op: 'end', job: j.job, end });
+    }
+    return out;
+  }
+}
