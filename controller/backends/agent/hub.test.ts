@@ -1,0 +1,171 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { AgentCapabilities, Claim, Enrolled } from '../../../runtime/agent/protocol.js';
+import type { JobRequest } from '../types.js';
+import { AgentHub, type AgentRec, type PoolBinding, type Refusal } from './hub.js';
+
+const TOKEN = 'the-enrollment-token-0123456789';
+const caps: AgentCapabilities = { hostname: 'h', cores: 4, ramGiB: 16, os: 'linux', node: 'v20', gpus: [] };
+const gpuCaps: AgentCapabilities = { ...caps, cuda: '12.4', gpus: [{ name: 'NVIDIA L4', vramGiB: 24 }] };
+
+const request = (run: string, n = 1, gpus = 0): JobRequest => ({
+  jobName: `adv-${run}-${n}`,
+  run,
+  attempt: n,
+  spec: { command: ['true'], ...(gpus ? { resources: { gpus } } : {}) },
+  argv: ['true'],
+  code: { commit: 'c0ffee' },
+  env: {},
+  secretEnv: { STORE_KEY: 'secret-value' },
+});
+
+describe('AgentHub', () => {
+  let dir: string;
+  let t = 1_000_000;
+  let hub: AgentHub;
+  const now = () => t;
+  const binding = (over: Partial<PoolBinding> = {}): PoolBinding => ({
+    backend: 'desks',
+    pool: 'desks',
+    staleAfterSec: 10,
+    enrollToken: () => TOKEN,
+    requestFor: () => undefined,
+    code: { treeOf: async () => 'tree', payload: async () => Buffer.from('tgz'), extractTo: async () => {} },
+    ...over,
+  });
+  const open = () => {
+    const h = new AgentHub(dir, pino({ level: 'silent' }), now);
+    h.attach(binding());
+    return h;
+  };
+  const enroll = (h: AgentHub, name: string, c = caps): AgentRec => {
+    const e = h.register({ enrollToken: TOKEN, name, capabilities: c }) as Enrolled;
+    return h.authenticate(e.token)!;
+  };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'adv-hub-'));
+    t = 1_000_000;
+    hub = open();
+  });
+  afterEach(async () => {
+    hub.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('enrolls with the Backend’s token only, once per name, and keeps only a hash of the agent token', async () => {
+    expect(hub.register({ enrollToken: 'wrong', name: 'a', capabilities: caps })).toMatchObject({
+      status: 401,
+    });
+    const e = hub.register({ enrollToken: TOKEN, name: 'a', capabilities: caps }) as Enrolled;
+    expect(e.token).toMatch(/^adva_/);
+    expect(e.pools).toEqual(['desks']);
+    expect(hub.register({ enrollToken: TOKEN, name: 'a', capabilities: caps })).toMatchObject({
+      status: 409,
+    });
+    expect(hub.authenticate(e.token)?.name).toBe('a');
+    expect(hub.authenticate('adva_guess')).toBeUndefined();
+    const journal = await readFile(join(dir, 'agents', 'journal.jsonl'), 'utf8');
+    expect(journal).not.toContain(e.token);
+    expect(journal).not.toContain(TOKEN);
+  });
+
+  it('hands one attempt to exactly one of two waiting agents, and never journals secrets', async () => {
+    const [a, b] = [enroll(hub, 'a'), enroll(hub, 'b')];
+    const alive = () => true;
+    const pa = hub.claim(a, { capabilities: caps }, 5_000, alive);
+    const pb = hub.claim(b, { capabilities: caps }, 50, alive);
+    hub.enqueue('desks', [request('r')]);
+    const [ca, cb] = await Promise.all([pa, pb]);
+    expect(ca).toMatchObject({ job: 'adv-r-1', epoch: 1, secretEnv: { STORE_KEY: 'secret-value' } });
+    expect(cb).toBeUndefined();
+    expect(await readFile(join(dir, 'agents', 'journal.jsonl'), 'utf8')).not.toContain('secret-value');
+  });
+
+  it('never offers a CUDA attempt to an agent without CUDA', async () => {
+    const cpu = enroll(hub, 'cpu');
+    hub.enqueue('desks', [request('g', 1, 1)]);
+    expect(await hub.claim(cpu, { capabilities: caps }, 0, () => true)).toBeUndefined();
+    const handle = { backend: 'desks', jobName: 'adv-g-1', jobId: 'adv-g-1' };
+    expect(hub.observe('desks', [handle])[0]?.message).toMatch(
+      /no agent of pool desks can run it \(cpu: has no CUDA\)/,
+    );
+    const gpu = enroll(hub, 'gpu', gpuCaps);
+    expect(hub.observe('desks', [handle])[0]?.message).toMatch(/one of 1 fitting agent/);
+    expect(await hub.claim(gpu, { capabilities: gpuCaps }, 0, () => true)).toMatchObject({ job: 'adv-g-1' });
+  });
+
+  it('ends a claim whose lease ran out as Lost, and answers its holder 409 from then on', async () => {
+    const a = enroll(hub, 'a');
+    hub.enqueue('desks', [request('r')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    t += 9_000;
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toEqual({ cancel: false, leaseSec: 10 });
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch + 1 })).toMatchObject({ status: 409 });
+    t += 10_001;
+    const [o] = hub.observe('desks', [{ backend: 'desks', jobName: c.job, jobId: c.job }]);
+    expect(o).toMatchObject({ state: 'Lost', reason: 'LeaseExpired' });
+    expect((hub.heartbeat(a, c.job, { epoch: c.epoch }) as Refusal).status).toBe(409);
+    expect(
+      hub.complete(a, c.job, {
+        epoch: c.epoch,
+        exit: { exitCode: 0, reason: 'Completed', startedAt: '', finishedAt: '' },
+      }),
+    ).toMatchObject({ status: 409 });
+  });
+
+  it('a restarted hub honours the claims it journaled and hands none out again', async () => {
+    const a = enroll(hub, 'a');
+    const b = enroll(hub, 'b');
+    hub.enqueue('desks', [request('r'), request('s')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    hub.close();
+    t += 60_000; // down longer than the lease: the agents had no one to talk to
+    hub = new AgentHub(dir, pino({ level: 'silent' }), now);
+    hub.attach(binding({ requestFor: (job) => (job === 'adv-s-1' ? request('s') : undefined) }));
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: false });
+    // The other queued attempt is claimable (its request rebuilt), the held one is not offered again.
+    const next = (await hub.claim(b, { capabilities: caps }, 0, () => true)) as Claim;
+    expect(next).toMatchObject({ job: 'adv-s-1', epoch: c.epoch + 1 });
+    expect(await hub.claim(b, { capabilities: caps }, 0, () => true)).toBeUndefined();
+  });
+
+  it('cancels: a queued attempt ends at once, a claimed one is told at its next heartbeat', async () => {
+    const a = enroll(hub, 'a');
+    hub.enqueue('desks', [request('r'), request('q')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    hub.cancel('adv-q-1');
+    hub.cancel(c.job);
+    const [q] = hub.observe('desks', [{ backend: 'desks', jobName: 'adv-q-1', jobId: 'x' }]);
+    expect(q?.state).toBe('Cancelled');
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: true });
+  });
+
+  it('forgets what no live attempt owns, and asks an agent to stop such a job', async () => {
+    const a = enroll(hub, 'a');
+    hub.enqueue('desks', [request('r'), request('q')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    hub.observe('desks', [], new Set());
+    expect(hub.has('adv-q-1')).toBe(false);
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: true });
+  });
+
+  it('drain stops new claims, revoke stops the token', async () => {
+    const e = hub.register({ enrollToken: TOKEN, name: 'a', capabilities: caps }) as Enrolled;
+    const a = hub.authenticate(e.token)!;
+    hub.setAgent('a', 'drain');
+    hub.enqueue('desks', [request('r')]);
+    expect(
+      await hub.claim(hub.authenticate(e.token)!, { capabilities: caps }, 0, () => true),
+    ).toBeUndefined();
+    expect(hub.summaries()[0]).toMatchObject({ name: 'a', state: 'Drained' });
+    hub.setAgent('a', 'resume');
+    hub.setAgent('a', 'revoke');
+    expect(hub.authenticate(e.token)).toBeUndefined();
+    expect(hub.setAgent('nobody', 'drain')).toMatchObject({ status: 404 });
+    expect(a.name).toBe('a');
+  });
+});
