@@ -18,6 +18,7 @@ const BENCHES: Record<string, string> = {
   redact: './redact.ts',
   tpu: './tpu.ts',
   vastai: './vastai.ts',
+  agent: './agent.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

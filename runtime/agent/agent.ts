@@ -62,6 +62,8 @@ interface ClaimFile {
 }
 
 const CLAIM_FILE = 'claim.json';
+/** After an empty answer that came at once: the controller's own poll interval (2 s by default). */
+const EMPTY_POLL_PAUSE_MS = 2000;
 const REPORTED_FILE = 'reported';
 /** The token file: its contents are the agent's only credential. */
 const STATE_FILE = 'agent.json';
@@ -94,6 +96,7 @@ export class Agent {
       }
       try {
         const wait = this.o.waitSec ?? 30;
+        const asked = performance.now();
         const claim = await this.client.call<Claim>(
           'POST',
           `/claims?wait=${wait}`,
@@ -103,6 +106,8 @@ export class Agent {
         );
         backoff = 1000;
         if (claim) this.track(claim.job, this.runClaim(claim));
+        // Nothing, and at once (short polling, or drained): ask again in a while, never in a spin.
+        else if (performance.now() - asked < 1000) await this.sleep(EMPTY_POLL_PAUSE_MS);
       } catch (e) {
         if (e instanceof AgentHttpError && e.status === 401) this.die(new AgentFatal(this.revokedText(e)));
         if (this.stopping) break;
@@ -143,9 +148,15 @@ export class Agent {
   }
 
   private sleep(ms: number): Promise<void> {
+    const signal = this.claimAbort.signal;
     return new Promise((r) => {
-      const t = setTimeout(r, ms);
-      this.claimAbort.signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+      const done = () => {
+        clearTimeout(t);
+        signal.removeEventListener('abort', done);
+        r();
+      };
+      const t = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
     });
   }
 
