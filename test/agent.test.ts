@@ -159,6 +159,18 @@ describe('agent: hosts that pull their work', () => {
     await a.exited;
   }
 
+  /** The compiled CLI with the operator's API token (or `env`): its exit code and output. */
+  const cli = (args: string[], env: Record<string, string> = { ADV_API_TOKEN: API }) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = spawn(process.execPath, [ADV, ...args], {
+        env: { PATH: process.env.PATH, HOME: tmp, ...env },
+      });
+      let out = '';
+      p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+      p.stderr.on('data', (b: Buffer) => (out += b.toString()));
+      p.once('close', (code) => resolve({ code, out }));
+    });
+
   const passUntil = (what: string, done: () => boolean | Promise<boolean>, ms?: number) =>
     passesUntil(c!, what, done, ms);
   const st = (run: string) => c!.runStatus(run)?.status;
@@ -290,11 +302,21 @@ describe('agent: hosts that pull their work', () => {
     expect(raw.status).toBe(401);
     const ok = await startAgent('desk-r', { gpu: true });
     await enrolled(1);
-    // Drained: no new work.
-    const drain = spawn(process.execPath, [ADV, 'agent', 'drain', 'desk-r', '--controller', url()], {
-      env: { ...process.env, ADV_API_TOKEN: API },
+    // The operator's view, through the CLI and the API token.
+    const listed = await cli(['get', 'agents', '--controller', url(), '-o', 'json']);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.out)).toMatchObject({
+      agents: [
+        { name: 'desk-r', state: 'Ready', pools: ['desks'], capabilities: { cuda: '12.4' }, jobs: [] },
+      ],
     });
-    expect(await new Promise((r) => drain.once('exit', r))).toBe(0);
+    expect((await cli(['get', 'agents', '--controller', url()], {})).out).toMatch(
+      /bad or missing bearer token/,
+    );
+    // Drained: no new work.
+    expect((await cli(['agent', 'drain', 'desk-r', '--controller', url()])).out).toContain(
+      'agent/desk-r: Drained',
+    );
     await wt!.write('runs/later.yaml', runYaml('later', '--steps 5 --ckpt-every 5'));
     await wt!.commit('add later');
     c!.requestFetch('test');
