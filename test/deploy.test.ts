@@ -734,3 +734,82 @@ describe('docs/deploy.md', () => {
     expect(doc).toContain('test/deploy.test.ts');
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+
+describe('deploy/worker/enroll-agent.sh', () => {
+  const script = join(deploy, 'worker', 'enroll-agent.sh');
+  let tmp: string;
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'adv-enroll-'));
+    // `adv` on the PATH is the built CLI (the integration suite's global setup builds it).
+    await mkdir(join(tmp, 'bin'));
+    // A node script, as the installed `adv` is: the script finds Node through its "#!" line.
+    await writeFile(
+      join(tmp, 'bin', 'adv'),
+      `#!/usr/bin/env node\nawait import(${JSON.stringify(join(root, 'dist', 'cli', 'adv.js'))});\n`,
+      { mode: 0o755 },
+    );
+    await writeFile(join(tmp, 'bin', 'package.json'), '{"type": "module"}\n');
+    await writeFile(join(tmp, 'token'), 'an-enrollment-token-for-the-test\n', { mode: 0o600 });
+  });
+  afterAll(() => rm(tmp, { recursive: true, force: true }));
+
+  const enroll = (...args: string[]) =>
+    spawnSync('bash', [script, ...args], {
+      env: { ...process.env, PATH: `${join(tmp, 'bin')}:${process.env.PATH}` },
+      encoding: 'utf8',
+    });
+  const user = execFileSync('id', ['-un'], { encoding: 'utf8' }).trim();
+
+  it('a dry run renders a unit whose ExecStart uses only flags adv agent has, and never shows the token', () => {
+    const r = enroll(
+      '--controller',
+      'https://adv.lab.example',
+      '--token-file',
+      join(tmp, 'token'),
+      '--user',
+      user,
+      '--name',
+      'desk-3',
+      '--label',
+      'room=b12',
+      '--pool',
+      'desks',
+      '--dry-run',
+      '--',
+      '--slots',
+      '2',
+    );
+    expect(r.status, r.stderr + r.stdout).toBe(0);
+    const out = r.stdout + r.stderr;
+    expect(out).not.toContain('an-enrollment-token-for-the-test');
+    const exec = /ExecStart=(\S+) agent (.*)/.exec(out)!;
+    expect(exec[2]).toContain('--name desk-3');
+    expect(exec[2]).toContain('--label room=b12');
+    expect(exec[2]).toContain('--slots 2');
+    const help = execFileSync(process.execPath, [join(root, 'dist', 'cli', 'adv.js'), 'agent', '--help'], {
+      encoding: 'utf8',
+    });
+    for (const flag of exec[2]!.split(/\s+/).filter((w) => w.startsWith('--')))
+      expect(help, flag).toContain(flag);
+    expect(out).toMatch(/KillMode=process/);
+  });
+
+  it.each([
+    [['--label', 'room=b12;rm -rf /'], 2],
+    [['--name', 'Not_A_Label'], 2],
+    [['--controller', 'ftp://x'], 2],
+  ])('refuses %j with a usage error', (extra, code) => {
+    const base = [
+      '--controller',
+      'https://adv.lab.example',
+      '--token-file',
+      join(tmp, 'token'),
+      '--user',
+      user,
+    ];
+    const r = enroll(...base, ...extra, '--dry-run');
+    expect(r.status, r.stdout + r.stderr).toBe(code);
+  });
+});
