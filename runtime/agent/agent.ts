@@ -174,22 +174,30 @@ export class Agent {
       throw new AgentFatal(
         `this agent is not enrolled with ${this.o.controller} yet: give it the Backend's enrollment token (--enroll-token-file FILE or $ADV_AGENT_ENROLL_TOKEN)`,
       );
-    const out = await this.client
-      .call<Enrolled>(
-        'POST',
-        '/register',
-        {
-          enrollToken: this.o.enrollToken,
-          name: this.o.name,
-          capabilities: this.o.capabilities,
-          labels: this.o.labels,
-          ...(this.o.pools?.length ? { pools: this.o.pools } : {}),
-        },
-        30_000,
-      )
-      .catch((e: unknown) => {
-        throw e instanceof AgentHttpError ? new AgentFatal(`enrollment refused: ${e.message}`) : e;
-      });
+    const body = {
+      enrollToken: this.o.enrollToken,
+      name: this.o.name,
+      capabilities: this.o.capabilities,
+      labels: this.o.labels,
+      ...(this.o.pools?.length ? { pools: this.o.pools } : {}),
+    };
+    let out: Enrolled | undefined;
+    // Refused (bad token, name taken, bad request) is final; anything else (the controller not up
+    // yet, no agent Backend loaded, a proxy's 502) is retried.
+    for (let backoff = 1000; !out; backoff = Math.min(backoff * 2, 30_000)) {
+      try {
+        out = await this.client.call<Enrolled>('POST', '/register', body, 30_000, this.claimAbort.signal);
+      } catch (e) {
+        if (e instanceof AgentHttpError && [400, 401, 403, 409].includes(e.status))
+          throw new AgentFatal(`enrollment refused: ${e.message}`);
+        if (this.stopping) throw new AgentFatal('stopped before it could enroll');
+        this.o.logger.warn(
+          { err: (e as Error).message },
+          `cannot enroll yet; retrying in ${backoff / 1000}s`,
+        );
+        await this.sleep(backoff);
+      }
+    }
     await mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
     const s: Saved = {
       name: out!.agent,
@@ -198,7 +206,7 @@ export class Agent {
       pools: out!.pools,
     };
     await writeFile(file, JSON.stringify(s, null, 2) + '\n', { mode: 0o600 });
-    this.client.setToken(out!.token);
+    this.client.setToken(out.token);
     this.o.logger.info({ agent: s.name, pools: s.pools }, 'enrolled');
   }
 

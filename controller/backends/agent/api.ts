@@ -65,6 +65,27 @@ function badCapabilities(c: unknown): string | undefined {
   return undefined;
 }
 
+const isStringMap = (v: unknown) =>
+  typeof v === 'object' &&
+  v !== null &&
+  !Array.isArray(v) &&
+  Object.values(v).every((x) => typeof x === 'string');
+const isStringList = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
+const badLabels = (v: unknown) =>
+  v === undefined || isStringMap(v) ? undefined : 'labels must map names to strings';
+const badPools = (v: unknown) =>
+  v === undefined || isStringList(v) ? undefined : 'pools must be a list of names';
+function badPolicy(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  const p = v as Record<string, unknown>;
+  if (typeof v !== 'object' || v === null) return 'policy must be an object';
+  for (const k of ['runs', 'denyRuns'] as const)
+    if (p[k] !== undefined && !isStringList(p[k])) return `policy.${k} must be a list of globs`;
+  for (const k of ['labels', 'denyLabels'] as const)
+    if (p[k] !== undefined && !isStringMap(p[k])) return `policy.${k} must map names to strings`;
+  return undefined;
+}
+
 const epochOf = (v: unknown): number | undefined =>
   Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 
@@ -82,7 +103,7 @@ export function agentApi(hub: AgentHub): HttpHandler {
         return send(res, 400, {
           error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63',
         });
-      const bad = badCapabilities(body.capabilities);
+      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPools(body.pools);
       if (bad) return send(res, 400, { error: bad });
       const out = hub.register(body);
       return refused(out)
@@ -101,7 +122,7 @@ export function agentApi(hub: AgentHub): HttpHandler {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
       const body = await jsonBody<ClaimRequest>(req, res);
       if (!body) return;
-      const bad = badCapabilities(body.capabilities);
+      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPolicy(body.policy);
       if (bad) return send(res, 400, { error: bad });
       const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
       const waitMs = Math.max(0, Math.min(MAX_CLAIM_WAIT_SEC, Number.isFinite(wait) ? wait : 0)) * 1000;
