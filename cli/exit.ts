@@ -22,6 +22,8 @@ export const ExitCode = {
   Busy: 6,
   /** The local file system refused (a data dir that cannot be written). */
   Io: 7,
+  /** The controller refused our credentials for good (`adv agent` revoked, or its enrollment refused). */
+  Refused: 8,
   /** A bug: an error without a code. */
   Internal: 70,
 } as const;
@@ -36,6 +38,7 @@ const byCode: Record<string, number> = {
   [ErrorCode.Waiting]: ExitCode.Timeout,
   [ErrorCode.Conflict]: ExitCode.Busy,
   [ErrorCode.IoError]: ExitCode.Io,
+  [ErrorCode.Refused]: ExitCode.Refused,
 };
 
 /**

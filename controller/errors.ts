@@ -18,6 +18,8 @@ export const ErrorCode = {
   Conflict: 'Conflict',
   /** The local file system refused (a data dir that cannot be written). */
   IoError: 'IoError',
+  /** A controller refused these credentials for good (a revoked agent): retrying will not help. */
+  Refused: 'Refused',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -292,7 +292,7 @@ describe('agent: hosts that pull their work', () => {
   it('a wrong token gets 401 and claims nothing; a revoked agent stops; a drained one takes no work', async () => {
     await startController({ 'backends/desks.yaml': backendYaml() });
     const wrong = await startAgent('intruder', { gpu: true, token: 'not-the-enrollment-token-at-all' });
-    expect(await wrong.exited).not.toBe(0);
+    expect(await wrong.exited).toBe(8); // refused for good: systemd does not restart it
     expect(wrong.out()).toMatch(/enrollment refused: .*401/);
     const raw = await fetch(`${url()}/api/v1/agent/claims`, {
       method: 'POST',
@@ -330,7 +330,7 @@ describe('agent: hosts that pull their work', () => {
       headers: { authorization: `Bearer ${API}` },
     });
     expect(revoke.status).toBe(200);
-    expect(await ok.exited).not.toBe(0);
+    expect(await ok.exited).toBe(8);
     expect(ok.out()).toContain('revoked');
     const saved = JSON.parse(await readFile(join(ok.stateDir, 'agent.json'), 'utf8')) as { token: string };
     const replay = await fetch(`${url()}/api/v1/agent/claims?wait=0`, {

@@ -208,7 +208,8 @@ Examples:
       try {
         await a.run();
       } catch (e) {
-        if (e instanceof AgentFatal) throw new AdvError(ErrorCode.UsageError, e.message);
+        if (e instanceof AgentFatal)
+          throw new AdvError(e.refused ? ErrorCode.Refused : ErrorCode.UsageError, e.message);
         throw e;
       } finally {
         process.off('SIGTERM', stop).off('SIGINT', stop);

@@ -414,6 +414,8 @@ WorkingDirectory=~
 ExecStart=$exec_start
 Restart=always
 RestartSec=5
+# Exit 8: the controller refused this agent for good (revoked, enrollment refused): no restart loop.
+RestartPreventExitStatus=8
 # Jobs are detached \`adv exec\` processes in their own process groups, inside this unit's cgroup.
 # KillMode=process: systemd signals the agent alone, never its jobs.
 # - systemctl stop/restart: SIGTERM to the agent, which stops claiming, sends its jobs SIGTERM (they

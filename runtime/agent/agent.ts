@@ -68,7 +68,15 @@ const REPORTED_FILE = 'reported';
 /** The token file: its contents are the agent's only credential. */
 const STATE_FILE = 'agent.json';
 
-export class AgentFatal extends Error {}
+/** Why the agent cannot go on; `refused`: the controller refused its credentials (retrying will not help). */
+export class AgentFatal extends Error {
+  constructor(
+    message: string,
+    readonly refused = false,
+  ) {
+    super(message);
+  }
+}
 
 export class Agent {
   private readonly client: AgentClient;
@@ -109,7 +117,8 @@ export class Agent {
         // Nothing, and at once (short polling, or drained): ask again in a while, never in a spin.
         else if (performance.now() - asked < 1000) await this.sleep(EMPTY_POLL_PAUSE_MS);
       } catch (e) {
-        if (e instanceof AgentHttpError && e.status === 401) this.die(new AgentFatal(this.revokedText(e)));
+        if (e instanceof AgentHttpError && e.status === 401)
+          this.die(new AgentFatal(this.revokedText(e), true));
         if (this.stopping) break;
         this.o.logger.warn(
           { err: (e as Error).message },
@@ -189,7 +198,7 @@ export class Agent {
         out = await this.client.call<Enrolled>('POST', '/register', body, 30_000, this.claimAbort.signal);
       } catch (e) {
         if (e instanceof AgentHttpError && [400, 401, 403, 409].includes(e.status))
-          throw new AgentFatal(`enrollment refused: ${e.message}`);
+          throw new AgentFatal(`enrollment refused: ${e.message}`, true);
         if (this.stopping) throw new AgentFatal('stopped before it could enroll');
         this.o.logger.warn(
           { err: (e as Error).message },
@@ -330,7 +339,7 @@ export class Agent {
             log.warn({ err: e.message }, 'lease lost: killing the job');
             await this.kill(dir, launching);
             await writeFile(join(dir, REPORTED_FILE), `${e.status}\n`);
-            if (e.status === 401) this.die(new AgentFatal(this.revokedText(e)));
+            if (e.status === 401) this.die(new AgentFatal(this.revokedText(e), true));
             return;
           }
           log.warn(
@@ -364,7 +373,7 @@ export class Agent {
         return false;
       }
       log.warn({ err: e.message }, 'the controller no longer holds this claim for us');
-      if (e.status === 401) this.die(new AgentFatal(this.revokedText(e)));
+      if (e.status === 401) this.die(new AgentFatal(this.revokedText(e), true));
     }
     await writeFile(join(this.jobsDir, c.job, REPORTED_FILE), `${verb}\n`);
     return true;
