@@ -20,7 +20,7 @@ import { LocalBackend } from '../../controller/backends/local/index.js';
 import { isEnded, type JobHandle, type JobRequest } from '../../controller/backends/types.js';
 import { isSameProcessAlive } from '../proc.js';
 import { EXEC_FILE, EXIT_FILE, readJson, type ExecRecord, type ExitRecord } from '../records.js';
-import { LEASE_FILE, writeLease } from '../lease.js';
+import { LEASE_FILE, readLease, writeLease } from '../lease.js';
 import { AgentClient, AgentHttpError } from './client.js';
 import type { AgentCapabilities, AgentPolicy, Claim, Enrolled, HeartbeatAnswer } from './protocol.js';
 import { policyAllows } from '../../controller/backends/agent/match.js';
@@ -209,10 +209,10 @@ export class Agent {
     }
     await mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
     const s: Saved = {
-      name: out!.agent,
+      name: out.agent,
       controller: this.o.controller,
-      token: out!.token,
-      pools: out!.pools,
+      token: out.token,
+      pools: out.pools,
     };
     await writeFile(file, JSON.stringify(s, null, 2) + '\n', { mode: 0o600 });
     this.client.setToken(out.token);
@@ -389,6 +389,12 @@ export class Agent {
         });
       });
     await writeFile(join(dir, 'code.tar.gz'), code!);
+    // A fetch slower than the lease: never start what someone else may be running by now.
+    const lease = readLease(join(dir, LEASE_FILE));
+    if (lease && Date.now() >= lease.stopAt)
+      throw Object.assign(new Error('the lease ran out while the code was fetched'), {
+        reason: 'LeaseExpired',
+      });
     const request: JobRequest = {
       jobName: claim.job,
       run: claim.run,

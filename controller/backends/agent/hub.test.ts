@@ -153,6 +153,25 @@ describe('AgentHub', () => {
     expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: true });
   });
 
+  it('rewrites a journal that has grown well past what it describes, keeping the state', async () => {
+    const a = enroll(hub, 'a');
+    hub.enqueue(
+      'desks',
+      Array.from({ length: 700 }, (_, i) => request(`old${i}`)),
+    );
+    hub.observe('desks', [], new Set()); // no live attempt owns them: 700 forgets
+    hub.enqueue('desks', [request('kept')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    const file = join(dir, 'agents', 'journal.jsonl');
+    const lines = async () => (await readFile(file, 'utf8')).trim().split('\n').length;
+    expect(await lines()).toBeGreaterThan(1400);
+    hub.close();
+    hub = open();
+    expect(await lines()).toBeLessThan(10);
+    expect(hub.has('adv-old1-1')).toBe(false);
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: false });
+  });
+
   it('drain stops new claims, revoke stops the token', async () => {
     const e = hub.register({ enrollToken: TOKEN, name: 'a', capabilities: caps }) as Enrolled;
     const a = hub.authenticate(e.token)!;
