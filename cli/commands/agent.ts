@@ -185,6 +185,7 @@ Examples:
         ...(opts.acceptLabel.length ? { labels: pairs(opts.acceptLabel, '--accept-label') } : {}),
         ...(opts.denyLabel.length ? { denyLabels: pairs(opts.denyLabel, '--deny-label') } : {}),
       };
+      const labels = pairs(opts.label, '--label'); // refused before anything is detected or logged
       const logger = makeLogger(io, opts.logLevel);
       const token = await enrollToken(io, opts.enrollTokenFile);
       const capabilities = await detectCapabilities(io.env);
@@ -194,7 +195,7 @@ Examples:
         name,
         stateDir: opts.stateDir ?? join(io.env.HOME ?? homedir(), '.adventuretime', 'agent'),
         ...(token ? { enrollToken: token } : {}),
-        labels: pairs(opts.label, '--label'),
+        labels,
         ...(opts.pool.length ? { pools: opts.pool } : {}),
         policy,
         slots,

@@ -62,6 +62,8 @@ interface ClaimFile {
 }
 
 const CLAIM_FILE = 'claim.json';
+/** `adv-<run>-<n>`: lowercase letters, digits, `-` and `.`, never `..` or a slash. */
+const JOB_NAME = /^(?!.*\.\.)[a-z0-9][a-z0-9.-]{0,252}$/;
 /** After an empty answer that came at once: the controller's own poll interval (2 s by default). */
 const EMPTY_POLL_PAUSE_MS = 2000;
 const REPORTED_FILE = 'reported';
@@ -245,6 +247,11 @@ export class Agent {
       heartbeatSec: claim.heartbeatSec,
     };
     const log = this.o.logger.child({ job: claim.job, epoch: claim.epoch });
+    // The job name becomes a directory here: only a job name as the controller makes them.
+    if (!JOB_NAME.test(claim.job) || !Number.isSafeInteger(claim.epoch)) {
+      log.warn('a claim with a malformed job name or epoch: refused');
+      return;
+    }
     if (!policyAllows(this.o.policy, claim.run, claim.runLabels)) {
       log.warn('the claim breaks this agent’s own policy: released');
       await this.client

@@ -163,11 +163,12 @@ export class AgentHub {
     const b = this.bindings.get(backend);
     if (!b) throw new Error(`backend ${backend} is not attached to the agent hub`);
     const entries: Entry[] = [];
+    const queued = new Set<string>();
     const t = iso(this.now());
     for (const r of requests) {
       this.requests.set(r.jobName, r);
-      if (this.jobs.has(r.jobName) || entries.some((e) => e.op === 'queue' && e.j.job === r.jobName))
-        continue;
+      if (this.jobs.has(r.jobName) || queued.has(r.jobName)) continue;
+      queued.add(r.jobName);
       const j: QueuedJob = {
         job: r.jobName,
         backend,
