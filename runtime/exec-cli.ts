@@ -9,7 +9,7 @@ import { advExec } from './exec.js';
 import { progressBar } from './progress.js';
 import { openStore } from './store/index.js';
 
-export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--process K] [--job-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
+export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--process K] [--job-dir DIR] [--grace SECONDS] [--code KEY [--workdir DIR]] -- COMMAND [ARGS...]
 
 Runs COMMAND under the AdventureTime worker contract, the same on every backend: the workload
 sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR; SIGTERM, SIGINT and SIGUSR1 are
@@ -30,6 +30,9 @@ Options:
                     record, the others ship their output (adv logs RUN --worker K)
   --job-dir DIR     where exec.json and exit.json are written
   --grace SECONDS   seconds the workload gets after SIGTERM/SIGUSR1
+  --code KEY        fetch the code from the store first: the tar.gz at KEY is extracted into
+                    <job dir>/work, where COMMAND runs (for workers with only Node and the store)
+  --workdir DIR     with --code: run in DIR of the code
   --commit-mode M   auto (rename or COMMITTED marker, default) or marker (COMMITTED only)
   --heartbeat SECS  heartbeat interval (default 15)
 
@@ -57,6 +60,8 @@ export async function execMain(
         store: { type: 'string' },
         'commit-mode': { type: 'string' },
         heartbeat: { type: 'string' },
+        code: { type: 'string' },
+        workdir: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -101,6 +106,10 @@ export async function execMain(
     process.stderr.write(`error: --commit-mode takes auto or marker, not ${JSON.stringify(mode)}\n`);
     return 2;
   }
+  if (values.workdir !== undefined && !values.code) {
+    process.stderr.write('error: --workdir goes with --code (the working dir of the fetched code)\n');
+    return 2;
+  }
   const storeUrl = values.store ?? env.ADV_STORE;
   let store;
   try {
@@ -119,6 +128,9 @@ export async function execMain(
     ...(proc ? { process: proc } : {}),
     ...(store ? { store } : {}),
     ...(values.heartbeat ? { heartbeatSec: Number(values.heartbeat) } : {}),
+    ...(values.code
+      ? { code: { key: values.code, ...(values.workdir ? { workdir: values.workdir } : {}) } }
+      : {}),
     ...(process.stderr.isTTY ? { progress: progressBar(process.stderr) } : {}),
   });
   return code;

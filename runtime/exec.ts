@@ -11,7 +11,7 @@ import type { ObjectStore } from './store/types.js';
 import { Worker } from './worker.js';
 import { downloadOutput, hasContent, uploadOutput, type InputRefs } from './artifacts.js';
 import { existsSync, mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { processStartTicks } from './proc.js';
 import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
 import {
@@ -23,6 +23,7 @@ import {
   type ExitRecord,
 } from './records.js';
 import { LEASE_FILE, watchLease } from './lease.js';
+import { unpackTarGz } from './unpack.js';
 
 export interface ExecOptions {
   run: string;
@@ -45,6 +46,12 @@ export interface ExecOptions {
    * store and leave checkpoints, heartbeats, outputs and the exit record to process 0.
    */
   process?: number;
+  /**
+   * Fetch the code from the store first: the payload at `key` (a tar.gz) is extracted into
+   * `<job dir>/work` and the workload runs in it (in `workdir` under it, when given). For backends
+   * whose workers have nothing but the store and Node (a Kubernetes pod).
+   */
+  code?: { key: string; workdir?: string };
   log?: (line: string) => void;
   /** Progress of long transfers, for a terminal. */
   progress?: (label: string, bytes: number, total: number) => void;
@@ -98,6 +105,30 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     : undefined;
   await worker?.restore();
 
+  /** Ends before the workload started: the record is kept (and uploaded) like any other. */
+  const failBeforeStart = async (record: ExitRecord) => {
+    log(record.message!);
+    await worker?.finish(record, { workloadExitedOnItsOwn: true });
+    if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
+    return { code: record.exitCode, record };
+  };
+
+  let cwd = opts.cwd ?? process.cwd();
+  if (opts.code) {
+    try {
+      cwd = await fetchCode(opts.store, opts.code, jobDir ?? join(process.cwd(), '.adv'));
+      log(`code ${opts.code.key} extracted; running in ${cwd}`);
+    } catch (e) {
+      return failBeforeStart({
+        exitCode: 127,
+        reason: ExitReason.StartFailed,
+        message: `the code could not be fetched: ${(e as Error).message}`,
+        startedAt,
+        finishedAt: new Date().toISOString(),
+      });
+    }
+  }
+
   // DAG inputs: every output this node reads, downloaded and verified before it starts.
   const inputs = parseInputs(opts.env?.ADV_INPUTS ?? process.env.ADV_INPUTS);
   const outputs = (opts.env?.ADV_OUTPUTS ?? process.env.ADV_OUTPUTS ?? '').split(',').filter(Boolean);
@@ -110,24 +141,20 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
       const m = await downloadOutput(opts.store, ref.run, ref.output, dest);
       log(`input ${name}: ${ref.run}/${ref.output} (${m.files.length} files) in ${dest}`);
     } catch (e) {
-      const record: ExitRecord = {
+      return failBeforeStart({
         exitCode: 1,
         reason: ExitReason.Error,
         message: `input ${name} could not be fetched: ${(e as Error).message}`,
         startedAt,
         finishedAt: new Date().toISOString(),
-      };
-      log(record.message!);
-      await worker?.finish(record, { workloadExitedOnItsOwn: true });
-      if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
-      return { code: 1, record };
+      });
     }
   }
 
   const [cmd, ...args] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
   const child = spawn(cmd, args, {
-    cwd: opts.cwd ?? process.cwd(),
+    cwd,
     env: { ...process.env, ...opts.env, ...contract },
     // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
     stdio: worker || secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
@@ -338,4 +365,22 @@ async function publishOutputs(
     }
   }
   return undefined;
+}
+
+/** Downloads the code payload and extracts it into `<dir>/work`; the directory to run in. */
+async function fetchCode(
+  store: ObjectStore | undefined,
+  code: { key: string; workdir?: string },
+  dir: string,
+): Promise<string> {
+  if (!store) throw new Error('no object store to fetch it from (pass --store or set ADV_STORE)');
+  const archive = join(dir, 'code.tar.gz');
+  if (!(await store.getToFile(code.key, archive)))
+    throw new Error(`${code.key} is not in ${store.url} (the controller uploads it before it submits)`);
+  const work = join(dir, 'work');
+  await unpackTarGz(archive, work);
+  const cwd = code.workdir ? resolve(work, code.workdir) : work;
+  if (relative(work, cwd).startsWith('..') || !existsSync(cwd))
+    throw new Error(`no working dir ${code.workdir} in the code`);
+  return cwd;
 }

@@ -3,8 +3,10 @@
  * labels within GCP's rules, the job each worker runs (the multi-host contract), and how a node's
  * state reads as an observation.
  */
-import { createHash } from 'node:crypto';
+import { dnsLabelOf, labelValue } from '../names.js';
 import type { JobRequest } from '../types.js';
+
+export { labelValue };
 
 /** Label every node this adapter creates carries, with the Backend's name as its value. */
 export const MANAGED_BY_LABEL = 'adventuretime-backend';
@@ -14,24 +16,11 @@ export const ATTEMPT_LABEL = 'adventuretime-attempt';
 /** The JAX coordinator's default port on worker 0. */
 export const DEFAULT_COORDINATOR_PORT = 8476;
 
-const short = (s: string, n: number): string => createHash('sha256').update(s).digest('hex').slice(0, n);
-
 /**
- * A node name for a job name: lowercase letters, digits and `-`, starting with a letter, at most 63
- * characters (GCP's rule). Job names are `adv-<run>-<n>` with DNS-1123 run names, so only a `.`
- * needs replacing; when one was, a hash of the job name keeps `a.b` and `a-b` apart.
+ * A node name for a job name (GCP's rule: a lowercase RFC 1035 label of at most 63 characters):
+ * see `dnsLabelOf`.
  */
-export function nodeNameOf(jobName: string): string {
-  const plain = jobName.toLowerCase().replace(/[^a-z0-9-]/g, '-');
-  if (plain === jobName && plain.length <= 63) return plain;
-  return `${plain.slice(0, 63 - 9).replace(/-+$/, '')}-${short(jobName, 8)}`;
-}
-
-/** A label value: lowercase letters, digits, `_` and `-`, at most 63 characters. */
-export function labelValue(s: string): string {
-  const v = s.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
-  return v.length <= 63 ? v : `${v.slice(0, 54)}-${short(s, 8)}`;
-}
+export const nodeNameOf = (jobName: string): string => dnsLabelOf(jobName);
 
 /** The labels of a job's node: who manages it, and which run and attempt it serves. */
 export function nodeLabels(

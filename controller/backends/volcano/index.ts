@@ -1,11 +1,17 @@
 /**
- * `volcano`: a Kubernetes Volcano Job rendered from the spec, applied with `kubectl`. Declared
- * (settings, rules, traits); its adapter is not built yet, so a Backend of this type validates but
- * takes no work ("no adapter for type volcano in this build yet").
+ * `volcano`: a lab's Kubernetes cluster with the Volcano batch scheduler, through the user's
+ * `kubectl` and kubeconfig (auth plugins and all). One Volcano Job per attempt, gang-scheduled
+ * (`minAvailable` = replicas = nodes), the attempt story mapped from Volcano's phases and pod
+ * evictions. See `adapter.ts`.
  */
 import { Type } from '@sinclair/typebox';
-import { optional, strict } from '../../spec/schema-kit.js';
-import type { BackendDescriptor } from '../types.js';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN, optional, strict } from '../../spec/schema-kit.js';
+import type { AdapterDescriptor } from '../types.js';
+import { VolcanoBackend } from './adapter.js';
+
+/** A Kubernetes quantity of bytes (`64Gi`), as `emptyDir.sizeLimit` takes it. */
+const BYTES = '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$';
+const LABEL_KEY = '^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$';
 
 /** The `volcano:` block (required for this type). */
 export const volcanoSettings = {
@@ -13,18 +19,140 @@ export const volcanoSettings = {
   required: true,
   schema: strict(
     {
-      context: optional(Type.String({ description: 'kubectl context.' })),
-      namespace: Type.String({ description: 'Namespace for Volcano Jobs.' }),
-      queue: optional(Type.String({ description: 'Volcano queue.' })),
-      image: Type.String({ description: 'Container image with Node.js ≥ 20.' }),
-      gpuResourceName: optional(Type.String({ description: 'Default `nvidia.com/gpu`.' })),
+      kubeconfig: optional(
+        Type.String({ description: 'kubeconfig file. Default: `$KUBECONFIG`, else `~/.kube/config`.' }),
+      ),
+      context: optional(
+        Type.String({
+          pattern: '^[A-Za-z0-9][A-Za-z0-9_.@:/-]*$',
+          description: 'kubeconfig context. Default: the current context.',
+        }),
+      ),
+      namespace: Type.String({
+        pattern: DNS1123_LABEL,
+        maxLength: 63,
+        description: 'Namespace for the Jobs.',
+      }),
+      queue: optional(
+        Type.String({
+          pattern: DNS1123_SUBDOMAIN,
+          description: 'Volcano queue: where jobs wait and where capacity is read. Default `default`.',
+        }),
+      ),
+      image: Type.String({
+        minLength: 1,
+        pattern: '^[^\\s]+$',
+        description:
+          'Container image: your training environment, with Node.js ≥ 20 and `sh` in it (adv exec runs there).',
+      }),
+      imagePullPolicy: optional(
+        Type.Union([Type.Literal('Always'), Type.Literal('IfNotPresent'), Type.Literal('Never')], {
+          description: 'Default: Kubernetes’ own (`Always` for `:latest`, else `IfNotPresent`).',
+        }),
+      ),
+      gpuResourceName: optional(
+        Type.String({ pattern: LABEL_KEY, description: 'GPU extended resource. Default `nvidia.com/gpu`.' }),
+      ),
+      priorityClassName: optional(
+        Type.String({ pattern: DNS1123_SUBDOMAIN, description: 'Pod priority class.' }),
+      ),
+      serviceAccountName: optional(
+        Type.String({ pattern: DNS1123_SUBDOMAIN, description: 'Pods’ service account.' }),
+      ),
+      nodeSelector: optional(
+        Type.Record(Type.String({ pattern: LABEL_KEY }), Type.String({ maxLength: 63 }), {
+          description: 'Node labels the pods must land on (`nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB`).',
+        }),
+      ),
+      tolerations: optional(
+        Type.Array(
+          strict(
+            {
+              key: optional(
+                Type.String({
+                  pattern: LABEL_KEY,
+                  description: 'Taint key; empty with `Exists`: every taint.',
+                }),
+              ),
+              operator: optional(
+                Type.Union([Type.Literal('Exists'), Type.Literal('Equal')], {
+                  description: 'Default `Equal`.',
+                }),
+              ),
+              value: optional(Type.String({ maxLength: 63, description: 'Taint value (with `Equal`).' })),
+              effect: optional(
+                Type.Union(
+                  [Type.Literal('NoSchedule'), Type.Literal('PreferNoSchedule'), Type.Literal('NoExecute')],
+                  { description: 'Taint effect; empty: every effect.' },
+                ),
+              ),
+              tolerationSeconds: optional(
+                Type.Integer({
+                  minimum: 0,
+                  description: 'With `NoExecute`: how long the pod stays once tainted.',
+                }),
+              ),
+            },
+            'A Kubernetes toleration.',
+          ),
+          {
+            description:
+              'Taints the pods tolerate (GPU nodes are often tainted `nvidia.com/gpu:NoSchedule`).',
+          },
+        ),
+      ),
+      shmSize: optional(
+        Type.String({
+          pattern: BYTES,
+          description:
+            'Size of `/dev/shm` (a memory emptyDir: PyTorch data loaders need more than 64 MB). Default `8Gi`.',
+        }),
+      ),
+      volumes: optional(
+        Type.Array(
+          strict(
+            {
+              claimName: Type.String({ pattern: DNS1123_SUBDOMAIN, description: 'PersistentVolumeClaim.' }),
+              mountPath: Type.String({ pattern: '^/[^\\s]*$', description: 'Where the pods see it.' }),
+              readOnly: optional(Type.Boolean({ description: 'Mount read-only.' })),
+            },
+            'A PersistentVolumeClaim mounted into every pod.',
+          ),
+          {
+            description:
+              'Claims mounted into every pod: datasets, caches, and the directory of a `file://` Storage (mounted at the same path as the controller sees it).',
+          },
+        ),
+      ),
+      ttlSecondsAfterFinished: optional(
+        Type.Integer({
+          minimum: 0,
+          description:
+            'Volcano deletes a finished Job after this (the adapter deletes it itself once it read the end). Default 600.',
+        }),
+      ),
+      coordinatorPort: optional(
+        Type.Integer({
+          minimum: 1,
+          maximum: 65535,
+          description: 'JAX coordinator port on the first pod. Default 8476.',
+        }),
+      ),
+      graceSec: optional(
+        Type.Integer({
+          minimum: 0,
+          maximum: 3600,
+          description:
+            'Seconds the workload gets after SIGTERM (eviction, cancel) to checkpoint. Default 30.',
+        }),
+      ),
     },
     '`volcano` settings.',
   ),
 } as const;
 
 /** `volcano`: a gang scheduler, so it queues jobs until they fit and a job may span pods. */
-export const volcanoBackend: BackendDescriptor<'volcano', typeof volcanoSettings> = {
+export const volcanoBackend: AdapterDescriptor<'volcano', typeof volcanoSettings> = {
   type: 'volcano',
   settings: volcanoSettings,
   needsConnection: false,
@@ -32,8 +160,11 @@ export const volcanoBackend: BackendDescriptor<'volcano', typeof volcanoSettings
     queuesWhenFull: true,
     multiNode: true,
     tpus: false,
-    reportsCapacity: false,
-    // A Kubernetes name.
-    jobNameMax: 63,
+    reportsCapacity: true,
+    // Pods are `<job>-worker-<index>` and their host names are DNS labels (≤ 63): 50 + 8 + 4 digits.
+    jobNameMax: 50,
+  },
+  create(spec, ctx) {
+    return new VolcanoBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

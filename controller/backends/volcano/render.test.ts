@@ -1,0 +1,185 @@
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import type { JobRequest } from '../types.js';
+import { vcNameOf } from './adapter.js';
+import { PROLOGUE, podName, renderAttempt, unrenderable, type RenderInputs } from './render.js';
+
+const job: JobRequest = {
+  jobName: 'adv-sweep.lr-3-2',
+  run: 'sweep.lr-3',
+  attempt: 2,
+  spec: { resources: { gpus: 4, cpus: 8, memory: '64Gi', nodes: 2 }, workingDir: 'src' },
+  argv: ['python3', 'train.py', '--lr', '0.1; rm -rf /'],
+  code: { commit: 'c0ffee' },
+  env: { LR: '0.1', ADV_REDACT: 'HF_TOKEN' },
+  secretEnv: { HF_TOKEN: 'hf_secret_value' },
+  store: { url: 's3://bucket/prefix?endpoint=http://s3:9000' },
+};
+
+const inputs = (over: Partial<RenderInputs['settings']> = {}): RenderInputs => ({
+  backend: 'k8s-a100',
+  namespace: 'ml',
+  name: vcNameOf(job.jobName),
+  codeKey: 'code/abc.tar.gz',
+  runtimeConfigMap: 'adv-exec-0123456789ab',
+  settings: { namespace: 'ml', image: 'ghcr.io/lab/train:1', ...over },
+});
+
+/* eslint-disable-next-line @typescript-eslint/no-explicit-any -- rendered objects are checked field by field */
+type Any = Record<string, any>;
+
+describe('renderAttempt', () => {
+  const { job: vc, secret } = renderAttempt(
+    job,
+    inputs({
+      queue: 'research',
+      priorityClassName: 'high',
+      nodeSelector: { pool: 'a100' },
+      tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }],
+      shmSize: '16Gi',
+      gpuResourceName: 'amd.com/gpu',
+      volumes: [{ claimName: 'datasets', mountPath: '/data', readOnly: true }],
+    }),
+  ) as { job: Any; secret: Any };
+  const task = vc.spec.tasks[0];
+  const pod = task.template.spec;
+  const c = pod.containers[0];
+  const env = Object.fromEntries(c.env.map((e: Any) => [e.name, e.value]));
+
+  it('is one gang: minAvailable = replicas = nodes, one task, restartPolicy Never, a TTL', () => {
+    expect(vc.apiVersion).toBe('batch.volcano.sh/v1alpha1');
+    expect(vc.metadata.name).toBe(vcNameOf('adv-sweep.lr-3-2'));
+    expect(vc.metadata.name).toMatch(/^[a-z]([-a-z0-9]*[a-z0-9])?$/);
+    expect(vc.spec.minAvailable).toBe(2);
+    expect(vc.spec.tasks).toHaveLength(1);
+    expect(task.replicas).toBe(2);
+    expect(pod.restartPolicy).toBe('Never');
+    expect(vc.spec.ttlSecondsAfterFinished).toBe(600);
+    expect(vc.spec.queue).toBe('research');
+    expect(vc.spec.schedulerName).toBe('volcano');
+    expect(vc.spec.plugins).toEqual({ env: [], svc: [] });
+  });
+
+  it('aborts on eviction and node loss, terminates on a failed pod, never restarts', () => {
+    expect(vc.spec.policies).toEqual([
+      { event: 'PodEvicted', action: 'AbortJob' },
+      { event: 'Unknown', action: 'AbortJob' },
+      { event: 'PodFailed', action: 'TerminateJob' },
+      { event: 'TaskCompleted', action: 'CompleteJob' },
+    ]);
+    expect(JSON.stringify(vc)).not.toContain('RestartJob');
+  });
+
+  it('asks for the GPU resource of the Backend, cpu and memory; /dev/shm sized; placement settings', () => {
+    expect(c.resources.limits).toEqual({ 'amd.com/gpu': '4', cpu: '8', memory: '64Gi' });
+    expect(c.resources.requests).toEqual({ cpu: '8', memory: '64Gi' });
+    const shm = pod.volumes.find((v: Any) => v.name === 'dshm');
+    expect(shm.emptyDir).toEqual({ medium: 'Memory', sizeLimit: '16Gi' });
+    expect(c.volumeMounts).toContainEqual({ name: 'dshm', mountPath: '/dev/shm' });
+    expect(pod.priorityClassName).toBe('high');
+    expect(vc.spec.priorityClassName).toBe('high');
+    expect(pod.nodeSelector).toEqual({ pool: 'a100' });
+    expect(pod.tolerations[0].key).toBe('nvidia.com/gpu');
+    expect(c.image).toBe('ghcr.io/lab/train:1');
+    expect(pod.volumes).toContainEqual({
+      name: 'vol-0',
+      persistentVolumeClaim: { claimName: 'datasets', readOnly: true },
+    });
+    expect(c.volumeMounts).toContainEqual({ name: 'vol-0', mountPath: '/data', readOnly: true });
+  });
+
+  it('labels the Job and its pods; the exact run and attempt are annotations', () => {
+    expect(vc.metadata.labels).toEqual({
+      'adventuretime.dev/backend': 'k8s-a100',
+      'adventuretime.dev/run': 'sweep-lr-3',
+      'adventuretime.dev/attempt': '2',
+    });
+    expect(task.template.metadata.labels).toEqual(vc.metadata.labels);
+    expect(vc.metadata.annotations['adventuretime.dev/run']).toBe('sweep.lr-3');
+  });
+
+  it('runs adv exec with the code key and the argv as arguments, never pasted into the script', () => {
+    expect(c.command.slice(0, 4)).toEqual(['sh', '-c', PROLOGUE, 'adv']);
+    expect(c.command.slice(4)).toEqual([
+      '--job-dir',
+      '/adv/job',
+      '--code',
+      'code/abc.tar.gz',
+      '--workdir',
+      'src',
+      '--grace',
+      '30',
+      '--',
+      'python3',
+      'train.py',
+      '--lr',
+      '0.1; rm -rf /',
+    ]);
+    expect(PROLOGUE).not.toContain('rm -rf');
+    expect(env).toMatchObject({
+      ADV_RUN: 'sweep.lr-3',
+      ADV_ATTEMPT: '2',
+      ADV_NUM_PROCESSES: '2',
+      ADV_STORE: job.store!.url,
+      LR: '0.1',
+    });
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(30);
+  });
+
+  it('keeps secrets out of the Job: they are in a Secret the pod reads with envFrom', () => {
+    expect(JSON.stringify(vc)).not.toContain('hf_secret_value');
+    expect(secret.kind).toBe('Secret');
+    expect(secret.metadata.name).toBe(vc.metadata.name);
+    expect(secret.stringData).toEqual({ HF_TOKEN: 'hf_secret_value' });
+    expect(c.envFrom).toEqual([{ secretRef: { name: vc.metadata.name } }]);
+  });
+
+  it('has no Secret and no envFrom when the job has no secrets', () => {
+    const r = renderAttempt({ ...job, secretEnv: {} }, inputs()) as { job: Any; secret?: Any };
+    expect(r.secret).toBeUndefined();
+    expect(r.job.spec.tasks[0].template.spec.containers[0].envFrom).toBeUndefined();
+  });
+});
+
+describe('the prologue', () => {
+  const run = (env: Record<string, string>) =>
+    execFileSync('sh', ['-c', PROLOGUE.replace(/exec node .*$/m, 'env'), 'adv'], {
+      env: { PATH: process.env.PATH!, ADV_COORDINATOR_PORT: '8476', ...env },
+      encoding: 'utf8',
+    });
+  it('turns the plugins’ variables into the multi-host contract: id from VC_TASK_INDEX, coordinator = first host', () => {
+    const out = run({ VC_TASK_INDEX: '1', VC_WORKER_HOSTS: 'j-worker-0.j,j-worker-1.j' });
+    expect(out).toContain('ADV_PROCESS_ID=1\n');
+    expect(out).toContain('JAX_PROCESS_ID=1\n');
+    expect(out).toContain('JAX_COORDINATOR_ADDRESS=j-worker-0.j:8476\n');
+  });
+  it('says what is missing when the env plugin is not enabled', () => {
+    expect(() => run({})).toThrow(/VC_TASK_INDEX is not set/);
+  });
+});
+
+describe('names and checks', () => {
+  it('keeps pods’ host names within a DNS label', () => {
+    const n = vcNameOf(`adv-${'a.'.repeat(40)}-1`);
+    expect(n.length).toBeLessThanOrEqual(50);
+    expect(podName(n, 4095).length).toBeLessThanOrEqual(63);
+  });
+  it('refuses a file:// store the pods cannot see, and no store at all', () => {
+    const s = { namespace: 'ml', image: 'i' };
+    expect(unrenderable({ ...job, store: { url: 'file:///srv/store' } }, s)).toMatch(/volcano.volumes/);
+    expect(
+      unrenderable(
+        { ...job, store: { url: 'file:///srv/store' } },
+        { ...s, volumes: [{ claimName: 'st', mountPath: '/srv' }] },
+      ),
+    ).toBeUndefined();
+    expect(
+      unrenderable(
+        { ...job, store: { url: 'file:///srvx/store' } },
+        { ...s, volumes: [{ claimName: 'st', mountPath: '/srv' }] },
+      ),
+    ).toMatch(/cannot see/);
+    const { store: _s, ...noStore } = job;
+    expect(unrenderable(noStore, s)).toMatch(/needs a Storage/);
+  });
+});
