@@ -161,8 +161,8 @@ export const volcanoBackend: AdapterDescriptor<'volcano', typeof volcanoSettings
     multiNode: true,
     tpus: false,
     reportsCapacity: true,
-    // Pods are `<job>-worker-<index>` and their host names are DNS labels (≤ 63): 50 + 8 + 4 digits.
-    jobNameMax: 50,
+    // The Kubernetes name is cut further (`vcNameOf`: its pods' host names must stay DNS labels).
+    jobNameMax: 63,
   },
   create(spec, ctx) {
     return new VolcanoBackend(spec.metadata.name, spec.spec, ctx);

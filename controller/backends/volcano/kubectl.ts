@@ -189,9 +189,9 @@ export interface KubectlOptions {
   timeoutMs?: number;
 }
 
-/** Created objects, and the `resource/name` of those that existed already. */
+/** What `create` made (`kind.group/name`, as `-o name` prints it) and what existed already. */
 export interface CreateResult {
-  created: K8sObject[];
+  created: string[];
   existing: { resource: string; name: string }[];
 }
 
@@ -251,11 +251,12 @@ export class Kubectl {
 
   /**
    * Creates objects in one call (`create -f -` of a List). Objects that exist already are not an
-   * error: they are returned in `existing`, so a caller can adopt them by name.
+   * error: they are returned in `existing`, so a caller can adopt them by name. (`-o name`: with
+   * `-o json` kubectl prints one JSON document per object, Secrets' data included.)
    */
   async create(namespace: string, objects: readonly object[]): Promise<CreateResult> {
     const input = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects });
-    const r = await this.call([...this.base(namespace), 'create', '-f', '-', '-o', 'json'], {
+    const r = await this.call([...this.base(namespace), 'create', '-f', '-', '-o', 'name'], {
       input,
       // Exit 1 with only AlreadyExists errors: the rest was created.
       ok: (res) => {
@@ -266,11 +267,7 @@ export class Kubectl {
     const existing = parseServerErrors(r.stderr)
       .filter((e) => e.reason === 'AlreadyExists' && e.name)
       .map((e) => ({ resource: e.resource ?? '', name: e.name! }));
-    const out = r.stdout.trim()
-      ? this.parse<K8sObject & { items?: K8sObject[] }>(r.stdout, 'create')
-      : undefined;
-    const created = !out ? [] : Array.isArray(out.items) ? out.items : [out];
-    return { created, existing };
+    return { created: r.stdout.split('\n').filter(Boolean), existing };
   }
 
   /** One object, or undefined when it does not exist. */

@@ -114,6 +114,12 @@ describe('observe: every Volcano phase', () => {
     expect(o).toMatchObject({ state: 'Failed', reason: 'PodFailed', exitCode: 3 });
     expect(o.message).toContain('pod adv-r-1-worker-1 failed (exit 3, Error)');
   });
+  it('Terminated with no failed pod while process 0 got SIGTERM: taken away from outside, a preemption', () => {
+    expect(observe(seen({ job: job('Terminated'), exit: exit('Preempted', 143) }))).toMatchObject({
+      state: 'Preempted',
+      reason: 'Terminated',
+    });
+  });
   it('Terminated when process 0 itself failed takes its record', () => {
     expect(observe(seen({ job: job('Terminated'), exit: exit('Error', 2) }))).toMatchObject({
       state: 'Failed',

@@ -66,6 +66,16 @@ interface PodStatus {
 export const phaseOf = (job: K8sObject): string =>
   (job.status as JobStatus | undefined)?.state?.phase ?? VcPhase.Pending;
 
+/** Pod status reasons of a pod taken away: kubelet eviction, preemption, a lost node, a node shutdown. */
+const DISRUPTED_REASONS = new Set([
+  'Evicted',
+  'Preempted',
+  'NodeLost',
+  'Shutdown',
+  'Terminated',
+  'NodeShutdown',
+]);
+
 /** A pod that was taken away (evicted, preempted, its node lost) rather than failing on its own. */
 export function disruption(pod: K8sObject): string | undefined {
   const s = (pod.status ?? {}) as PodStatus;
@@ -75,7 +85,7 @@ export function disruption(pod: K8sObject): string | undefined {
     s.reason === 'NodeLost' ||
     s.reason === 'Shutdown'
   )
-    return `pod ${pod.metadata.name} ${s.reason === 'NodeLost' ? 'lost its node' : `was ${s.reason.toLowerCase()}`}${s.message ? `: ${s.message}` : ''}`;
+    return `pod ${pod.metadata.name} ${s.reason === 'NodeLost' ? 'lost its node' : `was ${s.reason!.toLowerCase()}`}${s.message ? `: ${s.message}` : ''}`;
   const dt = s.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
   if (dt)
     return `pod ${pod.metadata.name} was disrupted (${dt.reason ?? 'DisruptionTarget'})${dt.message ? `: ${dt.message}` : ''}`;
@@ -197,6 +207,15 @@ function failedOrDisrupted(s: Seen, phase: string, disrupted: string | undefined
       message: `${where} went Failed after an eviction (counted as a retry by Volcano): ${disrupted}`,
     };
   const failed = failedPod(s.pods);
+  // Process 0 stopped by a SIGTERM while no pod failed on its own: something took the pods away
+  // (their Failed statuses gone with them). A user-code failure exits non-zero instead.
+  if (!failed && s.exit?.reason === ExitReason.Preempted)
+    return {
+      ...base,
+      state: JobState.Preempted,
+      reason: phase,
+      message: `${where} was ${phase === VcPhase.Failed ? 'failed' : 'terminated'} after its pods were stopped from outside (process 0 got SIGTERM)`,
+    };
   // Process 0's own failure says the most; a SIGTERM it got because another pod failed does not.
   const own =
     s.exit &&
