@@ -192,14 +192,19 @@ export class VolcanoBackend implements Backend {
         if (done) return done;
         const name = vcNameOf(h.jobName);
         const job = jobs.get(name);
-        const finished = !job || FINISHED_PHASES.has(phaseOf(job));
+        const mine = pods.get(name) ?? [];
+        // The exit record is read once something ended: the Job, or process 0's pod.
+        const first = mine.find((p) => p.metadata.name === podName(name, 0));
+        const firstPhase = (first?.status as { phase?: string } | undefined)?.phase;
+        const finished =
+          !job || FINISHED_PHASES.has(phaseOf(job)) || firstPhase === 'Succeeded' || firstPhase === 'Failed';
         const o = observe({
           jobName: h.jobName,
           name,
           namespace: this.ns,
           queue: this.s.queue ?? 'default',
           job,
-          pods: pods.get(name) ?? [],
+          pods: mine,
           cancelled: this.cancelled.has(name),
           ...(finished ? await this.exitRecord(h.jobName, job) : {}),
         });

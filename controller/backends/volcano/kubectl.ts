@@ -242,8 +242,9 @@ export class Kubectl {
     try {
       return JSON.parse(stdout) as T;
     } catch {
+      // Never the output itself in the message: it may hold a Secret's data.
       throw new KubectlError(
-        `kubectl ${what} printed no JSON: ${stdout.slice(0, 200)}`,
+        `kubectl ${what} printed ${stdout.length} bytes that are not one JSON document`,
         KubectlFailure.BadOutput,
       );
     }

@@ -52,11 +52,21 @@ describe('observe: every Volcano phase', () => {
       }),
     );
     expect(o).toMatchObject({ state: 'Pending', reason: 'PodsPending' });
-    expect(o.message).toMatch(/1 of 2 pods run \(1 pending\)/);
+    expect(o.message).toMatch(/1 of 2 pods started \(1 pending\)/);
   });
   it('Running from the counts alone when the pods are not listed', () => {
     expect(observe(seen({ job: job('Running', { running: 0, pending: 2 }) })).state).toBe('Pending');
     expect(observe(seen({ job: job('Running', { running: 2 }) })).state).toBe('Running');
+  });
+  it('process 0 completed while another pod still runs: the attempt succeeded (its record is the attempt’s)', () => {
+    const done = pod(0, { phase: 'Succeeded' });
+    expect(
+      observe(seen({ job: job('Running'), pods: [done, running(1)], exit: exit('Completed') })),
+    ).toMatchObject({
+      state: 'Succeeded',
+    });
+    // Without its record yet, a finished pod 0 still counts as started.
+    expect(observe(seen({ job: job('Running'), pods: [done, running(1)] })).state).toBe('Running');
   });
   it('Restarting is pending again', () => {
     expect(observe(seen({ job: job('Restarting') }))).toMatchObject({
@@ -67,7 +77,7 @@ describe('observe: every Volcano phase', () => {
   it.each(['Completing', 'Aborting', 'Terminating'])(
     '%s is not ended yet: its pods are being stopped',
     (phase) => {
-      expect(observe(seen({ job: job(phase), exit: exit('Completed') }))).toMatchObject({
+      expect(observe(seen({ job: job(phase), exit: exit('Preempted', 143) }))).toMatchObject({
         state: 'Running',
         reason: phase,
       });
@@ -118,6 +128,19 @@ describe('observe: every Volcano phase', () => {
     expect(observe(seen({ job: job('Terminated'), exit: exit('Preempted', 143) }))).toMatchObject({
       state: 'Preempted',
       reason: 'Terminated',
+    });
+  });
+  it('Terminated by a kubelet eviction (it raises PodFailed, the evicted pod retained) is a preemption', () => {
+    const evicted = pod(0, {
+      phase: 'Failed',
+      reason: 'Evicted',
+      message: 'The node was low on resource: memory.',
+    });
+    expect(
+      observe(seen({ job: job('Terminated'), pods: [evicted], exit: exit('Preempted', 143) })),
+    ).toMatchObject({
+      state: 'Preempted',
+      reason: 'Evicted',
     });
   });
   it('Terminated when process 0 itself failed takes its record', () => {

@@ -11,7 +11,8 @@
  * - `Aborted`: our policies abort on `PodEvicted` and `Unknown` (node lost), so Aborted is a
  *   preemption: the run resumes from its checkpoint and no retry is counted.
  * - `Terminated`: a pod failed (our `PodFailed → TerminateJob`): Failed, with that pod's exit
- *   code — process 0's record says Preempted then (it got SIGTERM), which is not the story.
+ *   code — process 0's record says Preempted then (it got SIGTERM), which is not the story —
+ *   unless the failed pod was evicted (a kubelet eviction raises PodFailed): then preempted.
  * - `Failed`: Volcano's own retries ran out (a cluster whose defaults restart jobs): Failed, unless
  *   a pod was evicted (volcano #2560 counts evictions as retries): then preempted.
  * - No Job: its exit record if there is one (it ended and was deleted), cancelled if we deleted
@@ -79,13 +80,8 @@ const DISRUPTED_REASONS = new Set([
 /** A pod that was taken away (evicted, preempted, its node lost) rather than failing on its own. */
 export function disruption(pod: K8sObject): string | undefined {
   const s = (pod.status ?? {}) as PodStatus;
-  if (
-    s.reason === 'Evicted' ||
-    s.reason === 'Preempted' ||
-    s.reason === 'NodeLost' ||
-    s.reason === 'Shutdown'
-  )
-    return `pod ${pod.metadata.name} ${s.reason === 'NodeLost' ? 'lost its node' : `was ${s.reason!.toLowerCase()}`}${s.message ? `: ${s.message}` : ''}`;
+  if (s.reason && DISRUPTED_REASONS.has(s.reason))
+    return `pod ${pod.metadata.name} ${s.reason === 'NodeLost' ? 'lost its node' : `was ${s.reason.toLowerCase()}`}${s.message ? `: ${s.message}` : ''}`;
   const dt = s.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
   if (dt)
     return `pod ${pod.metadata.name} was disrupted (${dt.reason ?? 'DisruptionTarget'})${dt.message ? `: ${dt.message}` : ''}`;
@@ -146,17 +142,24 @@ export function observe(s: Seen): ObservedJob {
     (s.job.spec as { minAvailable?: number } | undefined)?.minAvailable ?? st.minAvailable ?? 1,
   );
   const podPhases = s.pods.map((p) => (p.status as PodStatus | undefined)?.phase ?? 'Pending');
-  const running = s.pods.length ? podPhases.filter((p) => p === 'Running').length : (st.running ?? 0);
-  const pending = s.pods.length ? podPhases.filter((p) => p === 'Pending').length : (st.pending ?? 0);
+  const count = (phase: string, fallback: number | undefined) =>
+    s.pods.length ? podPhases.filter((p) => p === phase).length : (fallback ?? 0);
+  // Pods that started: running, or already done (process 0 may finish before the others).
+  const started = count('Running', st.running) + count('Succeeded', st.succeeded);
+  const pending = count('Pending', st.pending);
   const disrupted = s.pods.map(disruption).find((d) => d !== undefined);
+  // Process 0's record is the attempt's (as on every multi-host backend): once it completed, the
+  // attempt has, and the rest of the gang is stopped with the Job.
+  if (!FINISHED_PHASES.has(phase) && s.exit?.reason === ExitReason.Completed)
+    return observedFromExit(base, s.exit);
   switch (phase) {
     case VcPhase.Running:
-      if (running < want)
+      if (pending > 0 || started < want)
         return {
           ...base,
           state: JobState.Pending,
           reason: 'PodsPending',
-          message: `${where} says Running but ${running} of ${want} pods run (${pending} pending)`,
+          message: `${where} says Running but ${started} of ${want} pods started (${pending} pending)`,
         };
       return { ...base, state: JobState.Running, reason: 'Running', ...startOf(s.pods) };
     case VcPhase.Completing:
@@ -199,12 +202,18 @@ export function observe(s: Seen): ObservedJob {
 function failedOrDisrupted(s: Seen, phase: string, disrupted: string | undefined): ObservedJob {
   const base = { jobName: s.jobName, jobId: s.name };
   const where = `Volcano Job ${s.name} in ${s.namespace}`;
-  if (phase === VcPhase.Failed && disrupted)
+  // A pod the kubelet evicts turns Failed (reason Evicted) and raises PodFailed, not PodEvicted
+  // (that one is for a deleted pod: volcano bus/v1alpha1/events.go), so an eviction arrives here
+  // as Terminated, the evicted pod retained; Failed after one is volcano #2560.
+  if (disrupted)
     return {
       ...base,
       state: JobState.Preempted,
       reason: 'Evicted',
-      message: `${where} went Failed after an eviction (counted as a retry by Volcano): ${disrupted}`,
+      message:
+        phase === VcPhase.Failed
+          ? `${where} went Failed after an eviction (counted as a retry by Volcano): ${disrupted}`
+          : `${where} was terminated: ${disrupted}`,
     };
   const failed = failedPod(s.pods);
   // Process 0 stopped by a SIGTERM while no pod failed on its own: something took the pods away

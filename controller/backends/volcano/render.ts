@@ -7,11 +7,12 @@
  * - One task `worker` with `replicas` = nodes and `minAvailable` = replicas: a gang, started
  *   whole or not at all. Plugins `env` (`VC_TASK_INDEX`) and `svc` (`VC_WORKER_HOSTS`, host
  *   names that resolve between the pods).
- * - Policies: an eviction or a lost node (`PodEvicted`, `Unknown`) aborts the job — Aborted means
- *   "preempted", never a count against `maxRetry` (volcano #2560: evictions under `RestartJob`
- *   end a job Failed); a failed pod terminates the job (its other pods stop: no half gang runs on,
- *   volcano #1718); the task completing completes it. Volcano never restarts anything itself:
- *   retries are attempts, which resume from the last checkpoint like on every backend.
+ * - Policies: a deleted pod (Volcano's own preemption: `PodEvicted`) or a lost node (`Unknown`)
+ *   aborts the job; a failed pod — a kubelet eviction is one, reason `Evicted` — terminates it
+ *   (its other pods stop: no half gang runs on, volcano #1718); the task completing completes it.
+ *   Volcano never restarts anything itself, so evictions never count against `maxRetry` (volcano
+ *   #2560): retries are attempts, which resume from the last checkpoint like on every backend,
+ *   and `observe.ts` tells a preemption from a failure by the pods.
  * - The pod runs a fixed `sh` prologue that turns the plugins' variables into the multi-host
  *   contract (`ADV_PROCESS_ID` = `VC_TASK_INDEX`, the coordinator = the first host of the task),
  *   then `adv exec` from the runtime ConfigMap, which fetches the code from the object store.

@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Kubectl,
+  KubectlError,
+  KubectlFailure,
+  classifyKubectl,
+  parseServerErrors,
+  type KubectlRunner,
+} from './kubectl.js';
+
+/** What the real kubectl 1.32 printed against test/helpers/fake-k8s.ts (see its report in docs). */
+const ALREADY =
+  'Error from server (AlreadyExists): error when creating "STDIN": jobs.batch.volcano.sh "j1" already exists';
+const SECRET_ALREADY =
+  'Error from server (AlreadyExists): error when creating "STDIN": secrets "j1" already exists';
+const NOT_FOUND = 'Error from server (NotFound): jobs.batch.volcano.sh "nope" not found';
+const CONFLICT =
+  'Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on jobs.batch.volcano.sh "lst": the object has been modified; please apply your changes to the latest version and try again';
+const DENIED =
+  'Error from server: error when creating "STDIN": admission webhook "validatejob.volcano.sh" denied the request: unable to find job queue: queue.scheduling.volcano.sh "q" not found;';
+const STRICT =
+  'Error from server (BadRequest): error when creating "STDIN": Job in version "v1alpha1" cannot be handled as a Job: strict decoding error: unknown field "spec.tasks[0].bogus"';
+
+describe('kubectl output', () => {
+  it('parses the server’s error lines, with the object named', () => {
+    expect(parseServerErrors(`${SECRET_ALREADY}\n${ALREADY}\n`)).toEqual([
+      { reason: 'AlreadyExists', message: 'secrets "j1" already exists', resource: 'secrets', name: 'j1' },
+      {
+        reason: 'AlreadyExists',
+        message: 'jobs.batch.volcano.sh "j1" already exists',
+        resource: 'jobs.batch.volcano.sh',
+        name: 'j1',
+      },
+    ]);
+  });
+  it.each([
+    [NOT_FOUND, KubectlFailure.NotFound],
+    [ALREADY, KubectlFailure.AlreadyExists],
+    [CONFLICT, KubectlFailure.Conflict],
+    [DENIED, KubectlFailure.Invalid],
+    [STRICT, KubectlFailure.Invalid],
+    ['error: You must be logged in to the server (Unauthorized)', KubectlFailure.Auth],
+    [
+      'Error from server (Forbidden): jobs.batch.volcano.sh is forbidden: User "u" cannot list resource "jobs"',
+      KubectlFailure.Auth,
+    ],
+    ['Unable to connect to the server: net/http: TLS handshake timeout', KubectlFailure.Unreachable],
+    [
+      'The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?',
+      KubectlFailure.Unreachable,
+    ],
+  ])('classifies %s', (stderr, reason) => {
+    expect(classifyKubectl(stderr)).toBe(reason);
+  });
+});
+
+describe('Kubectl', () => {
+  const recorder = (answer: (args: string[]) => { code: number; stdout?: string; stderr?: string }) => {
+    const calls: { args: string[]; input?: string }[] = [];
+    const run: KubectlRunner = async (args, opts) => {
+      calls.push({ args, ...(opts.input !== undefined ? { input: opts.input } : {}) });
+      const a = answer(args);
+      return { code: a.code, stdout: a.stdout ?? '', stderr: a.stderr ?? '' };
+    };
+    return { calls, run };
+  };
+
+  it('creates a List in one call with the Backend’s kubeconfig and context; existing objects are adopted, not errors', async () => {
+    const r = recorder(() => ({ code: 1, stdout: 'secret/j1\n', stderr: `${ALREADY}\n` }));
+    const k = new Kubectl({ kubeconfig: '/k', context: 'lab', run: r.run });
+    const res = await k.create('ml', [{ kind: 'Secret' }, { kind: 'Job' }]);
+    expect(res).toEqual({
+      created: ['secret/j1'],
+      existing: [{ resource: 'jobs.batch.volcano.sh', name: 'j1' }],
+    });
+    expect(r.calls[0]!.args).toEqual([
+      '--kubeconfig',
+      '/k',
+      '--context',
+      'lab',
+      '--namespace',
+      'ml',
+      '--request-timeout',
+      '60s',
+      'create',
+      '-f',
+      '-',
+      '-o',
+      'name',
+    ]);
+    expect(JSON.parse(r.calls[0]!.input!)).toMatchObject({
+      kind: 'List',
+      items: [{ kind: 'Secret' }, { kind: 'Job' }],
+    });
+  });
+  it('throws on any other failure, with kubectl’s words and a reason', async () => {
+    const k = new Kubectl({ run: recorder(() => ({ code: 1, stderr: `${DENIED}\n` })).run });
+    const e = await k.create('ml', [{}]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(KubectlError);
+    expect((e as KubectlError).reason).toBe(KubectlFailure.Invalid);
+    expect((e as KubectlError).message).toContain('denied the request');
+  });
+  it('get: undefined when NotFound; list: one call for several kinds', async () => {
+    const r = recorder((args) =>
+      args.includes('nope')
+        ? { code: 1, stderr: NOT_FOUND }
+        : {
+            code: 0,
+            stdout: JSON.stringify({ kind: 'List', items: [{ kind: 'Job', metadata: { name: 'a' } }] }),
+          },
+    );
+    const k = new Kubectl({ run: r.run });
+    expect(await k.get('ml', 'jobs.batch.volcano.sh', 'nope')).toBeUndefined();
+    expect(await k.list('ml', ['jobs.batch.volcano.sh', 'pods'], 'a=b')).toEqual([
+      { kind: 'Job', metadata: { name: 'a' } },
+    ]);
+    expect(r.calls[1]!.args.slice(-6)).toEqual([
+      'get',
+      'jobs.batch.volcano.sh,pods',
+      '-l',
+      'a=b',
+      '-o',
+      'json',
+    ]);
+  });
+  it('never puts what kubectl printed in an error about its output (it may be a Secret)', async () => {
+    const k = new Kubectl({ run: recorder(() => ({ code: 0, stdout: '{"data":{"TOKEN":"c2VjcmV0"}' })).run });
+    const e = (await k.get('ml', 'secret', 's').catch((x: unknown) => x)) as Error;
+    expect(e.message).not.toContain('c2VjcmV0');
+  });
+  it('says how to fix a missing kubectl', async () => {
+    const k = new Kubectl({ run: async () => ({ code: null, stdout: '', stderr: '', missing: true }) });
+    await expect(k.list('ml', ['pods'], 'a=b')).rejects.toThrow(/kubectl is not installed/);
+  });
+});
