@@ -281,6 +281,24 @@ ${extra}`;
     await waitFor(() => k8s.livePids().length === 0, { what: 'no pod process left', timeoutMs: 60_000 });
   }, 360_000);
 
+  it('a Job that says Running while its pods are Pending (volcano #2684) is still pending', async () => {
+    k8s.holdPods(NS, 'adv-held-1');
+    try {
+      await start({ 'runs/held.yaml': runYaml('held', 'true', '  resources: {nodes: 2}\n') });
+      // The Job goes Running at once; the attempt stays queued, saying why.
+      await passUntil('the attempt queued behind its pending pods', () =>
+        /says Running but 0 of 2 pods started \(2 pending\)/.test(st('held')?.message ?? ''),
+      );
+      expect(k8s.object('jobs', NS, 'adv-held-1')!.status.state.phase).toBe('Running');
+      const a = st('held')!.attempts[0]!;
+      expect(a.phase).toBe('Queued');
+      expect(a.startedAt).toBeUndefined();
+    } finally {
+      k8s.releasePods(NS, 'adv-held-1');
+    }
+    await passUntil('the run to succeed', () => st('held')?.phase === 'Succeeded');
+  }, 240_000);
+
   it('a failed pod ends the attempt Failed with its exit code, and no pod of the gang runs on', async () => {
     await start({
       'runs/bad.yaml': runYaml(
