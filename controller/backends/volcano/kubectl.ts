@@ -12,8 +12,14 @@
  * What kubectl 1.32 prints (seen with the real kubectl against test/helpers/fake-k8s.ts, which
  * answers as kube-apiserver does): an API error is one `Error from server (Reason): message` line
  * on stderr per failed object, with `error when creating "STDIN": ` inside it for `create -f -`;
- * transport and kubeconfig failures are `error: …`, `Unable to connect to the server: …` or
- * `The connection to the server H:P was refused …`.
+ * an admission webhook's denial has no `(Reason)` (`Error from server: … admission webhook
+ * "validatejob.volcano.sh" denied the request: …`; newer servers say 403 Forbidden); transport and
+ * kubeconfig failures are `error: …`, `Unable to connect to the server: …` or `The connection to
+ * the server H:P was refused …`, and a bad token `error: You must be logged in to the server
+ * (Unauthorized)`. `create -f -` of a List creates each item in turn: an existing one is an
+ * AlreadyExists line and exit 1 while the others are created; with `-o json` it prints one JSON
+ * document per created object (not a List), so `-o name` is used. kubectl sends a kubeconfig's
+ * bearer token over TLS only, and caches discovery under `~/.kube/cache` (`KUBECACHEDIR`).
  */
 import { spawn } from 'node:child_process';
 import { AdvError, ErrorCode } from '../../errors.js';
