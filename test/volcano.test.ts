@@ -303,7 +303,7 @@ ${extra}`;
     await start({
       'runs/bad.yaml': runYaml(
         'bad',
-        `if [ "$ADV_PROCESS_ID" = 1 ]; then sleep 0.5; exit 3; fi; touch ${out}/bad-0-started; exec sleep 600`,
+        `if [ "$ADV_PROCESS_ID" = 1 ]; then sleep 0.5; echo "shard 1 is corrupt" >&2; exit 3; fi; touch ${out}/bad-0-started; exec sleep 600`,
         '  resources: {nodes: 2}\n  policy: {maxAttempts: 1}\n',
       ),
     });
@@ -312,6 +312,8 @@ ${extra}`;
     const a = st('bad')!.attempts[0]!;
     expect(a).toMatchObject({ phase: 'Failed', reason: 'PodFailed', exitCode: 3 });
     expect(a.message).toContain(`pod ${a.jobId}-worker-1 failed (exit 3`);
+    // What the pod printed last, read before its Job was deleted.
+    expect(a.message).toMatch(/its last output: .*shard 1 is corrupt/);
     await passUntil('the Job and its pods deleted', () => gone(a.jobId!));
     await waitFor(() => k8s.livePids().length === 0, { what: 'no pod process left', timeoutMs: 60_000 });
   }, 240_000);

@@ -37,7 +37,7 @@ import {
   type SubmitResult,
 } from '../types.js';
 import { Kubectl, KubectlError, KubectlFailure, type K8sObject } from './kubectl.js';
-import { FINISHED_PHASES, observe, phaseOf } from './observe.js';
+import { FINISHED_PHASES, failedPod, observe, phaseOf } from './observe.js';
 import {
   ATTEMPT_ANNOTATION,
   BACKEND_LABEL,
@@ -208,6 +208,7 @@ export class VolcanoBackend implements Backend {
           cancelled: this.cancelled.has(name),
           ...(finished ? await this.exitRecord(h.jobName, job) : {}),
         });
+        if (o.reason === 'PodFailed') await this.withLastOutput(o, failedPod(mine)?.name);
         if (isEnded(o.state)) this.end(h.jobName, o);
         return o;
       }),
@@ -215,6 +216,17 @@ export class VolcanoBackend implements Backend {
     this.forgetUnpolled(handles);
     this.sweep(handles, owned, jobs, secrets);
     return out;
+  }
+
+  /**
+   * A pod that failed before `adv exec` could say why (the image has no Node, the env plugin is
+   * off): the last lines it printed go in the message, read while the pod is still there.
+   */
+  private async withLastOutput(o: ObservedJob, pod: string | undefined): Promise<void> {
+    if (!pod) return;
+    const tail = await this.kubectl.logs(this.ns, pod, 5).catch(() => '');
+    const text = tail.trim().split('\n').slice(-5).join(' | ').slice(-600);
+    if (text) o.message = `${o.message ?? ''}; its last output: ${text}`;
   }
 
   /** Process 0's exit record, from the store (the run and attempt: the request, else the Job's annotations). */

@@ -90,7 +90,7 @@ export function disruption(pod: K8sObject): string | undefined {
 }
 
 /** A pod that failed on its own: its name and exit code. */
-function failedPod(
+export function failedPod(
   pods: readonly K8sObject[],
 ): { name: string; exitCode?: number; message: string } | undefined {
   for (const pod of pods) {

@@ -153,8 +153,9 @@ describe('the prologue', () => {
     expect(out).toContain('JAX_PROCESS_ID=1\n');
     expect(out).toContain('JAX_COORDINATOR_ADDRESS=j-worker-0.j:8476\n');
   });
-  it('says what is missing when the env plugin is not enabled', () => {
+  it('says what is missing when the env or svc plugin is not enabled', () => {
     expect(() => run({})).toThrow(/VC_TASK_INDEX is not set/);
+    expect(() => run({ VC_TASK_INDEX: '0' })).toThrow(/VC_WORKER_HOSTS is not set: the Volcano svc plugin/);
   });
 });
 

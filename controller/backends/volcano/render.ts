@@ -69,6 +69,7 @@ export function attemptLabels(
  */
 export const PROLOGUE = `set -eu
 if [ -z "\${VC_TASK_INDEX:-}" ]; then echo 'adv: VC_TASK_INDEX is not set: the Volcano env plugin is not enabled on this cluster' >&2; exit 127; fi
+if [ -z "\${VC_WORKER_HOSTS:-}" ]; then echo 'adv: VC_WORKER_HOSTS is not set: the Volcano svc plugin is not enabled on this cluster' >&2; exit 127; fi
 first="\${VC_WORKER_HOSTS%%,*}"
 export ADV_PROCESS_ID="$VC_TASK_INDEX" JAX_PROCESS_ID="$VC_TASK_INDEX"
 export ADV_COORDINATOR_ADDRESS="$first:$ADV_COORDINATOR_PORT" JAX_COORDINATOR_ADDRESS="$first:$ADV_COORDINATOR_PORT"
