@@ -324,6 +324,13 @@ ${extra}`;
       'backends/small.yaml': backendYaml('small', 'small'),
       'runs/steer.yaml': runYaml('steer', 'true', order),
     });
+    // Two Backends in one namespace: the first pass sweeps both with ONE list of the namespace.
+    const listsBefore = k8s.requests.length;
+    await c!.pass();
+    const firstPass = k8s.requests
+      .slice(listsBefore)
+      .filter((r) => r.method === 'GET' && r.path.endsWith(`/namespaces/${NS}/jobs`));
+    expect(firstPass.map((r) => r.query.labelSelector)).toEqual(['adventuretime.dev/backend']);
     await passUntil('the run to succeed', () => st('steer')?.phase === 'Succeeded');
     // `small` comes first but its queue has no GPU free: the run went to `k8s`.
     expect(st('steer')!.attempts.map((a) => a.backend)).toEqual(['k8s']);

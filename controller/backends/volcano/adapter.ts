@@ -7,8 +7,8 @@
  *   creates the attempt's Secret and Job in one `kubectl create`. A Job that exists under the name
  *   already (a controller killed during create) is adopted, never created twice: names are
  *   deterministic, and Kubernetes refuses a second object of a name.
- * - **poll** is ONE `kubectl get jobs.batch.volcano.sh,pods,secrets -l <backend label>` in the
- *   Backend's namespace, plus process 0's exit record from the store for a job that finished. See
+ * - **poll** is ONE `kubectl get jobs.batch.volcano.sh,pods,secrets -l <backend label>` per
+ *   namespace per pass (Backends sharing a namespace share it), plus process 0's exit record from the store for a job that finished. See
  *   `observe.ts` for the phases. A job that ended is deleted at once (volcano #1718: a Failed job's
  *   pods may run on); a managed Job or Secret that no live attempt owns is an orphan and is deleted.
  * - **cancel** deletes the Job and its Secret: the pods get SIGTERM and their grace period, and
@@ -66,7 +66,8 @@ export class VolcanoBackend implements Backend {
   private readonly kubectl: Kubectl;
   private readonly s: Settings;
   private readonly ns: string;
-  private readonly selector: string;
+  /** This backend's value of BACKEND_LABEL. */
+  private readonly label: string;
   private readonly logger: Logger;
   /** Attempts that ended here, so a poll after the Job's deletion still says how. */
   private readonly ended = new Map<string, ObservedJob>();
@@ -86,7 +87,7 @@ export class VolcanoBackend implements Backend {
   ) {
     this.s = spec.volcano!;
     this.ns = this.s.namespace;
-    this.selector = `${BACKEND_LABEL}=${labelValue(name)}`;
+    this.label = labelValue(name);
     this.logger = ctx.logger;
     this.kubectl =
       kubectl ??
@@ -167,7 +168,9 @@ export class VolcanoBackend implements Backend {
   async poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
     let items: K8sObject[];
     try {
-      items = await this.kubectl.list(this.ns, [VCJOB, 'pods', 'secrets'], this.selector);
+      // Every managed object of the namespace, so Backends sharing it share the call; then ours.
+      const all = await this.kubectl.list(this.ns, [VCJOB, 'pods', 'secrets'], BACKEND_LABEL);
+      items = all.filter((o) => o.metadata.labels?.[BACKEND_LABEL] === this.label);
     } catch (e) {
       return unobservable(
         handles,

@@ -1,3 +1,6 @@
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   Kubectl,
@@ -131,5 +134,52 @@ describe('Kubectl', () => {
   it('says how to fix a missing kubectl', async () => {
     const k = new Kubectl({ run: async () => ({ code: null, stdout: '', stderr: '', missing: true }) });
     await expect(k.list('ml', ['pods'], 'a=b')).rejects.toThrow(/kubectl is not installed/);
+  });
+  it('a list asked while the same one is under way shares its answer; a different one, or a later one, runs', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const calls: string[][] = [];
+    const k = new Kubectl({
+      run: async (args) => {
+        calls.push(args);
+        await gate;
+        return {
+          code: 0,
+          stdout: JSON.stringify({ items: [{ kind: 'Pod', metadata: { name: 'p' } }] }),
+          stderr: '',
+        };
+      },
+    });
+    const [a, b, c] = [k.list('ml', ['pods'], 'x'), k.list('ml', ['pods'], 'x'), k.list('ml', ['pods'], 'y')];
+    release();
+    expect(await a).toEqual([{ kind: 'Pod', metadata: { name: 'p' } }]);
+    expect(await b).toBe(await a);
+    await c;
+    expect(calls.map((x) => x.at(-3))).toEqual(['x', 'y']);
+    await k.list('ml', ['pods'], 'x');
+    expect(calls).toHaveLength(3);
+  });
+  it('clients of one environment share a list under way: one kubectl process', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'adv-kubectl-'));
+    try {
+      const exe = join(dir, 'kubectl');
+      const count = join(dir, 'count');
+      await writeFile(exe, `#!/bin/sh\necho "$*" >> "$COUNT"\necho '{"items":[]}'\n`);
+      await chmod(exe, 0o755);
+      const env = { ...process.env, COUNT: count };
+      const one = new Kubectl({ executable: exe, env });
+      const two = new Kubectl({ executable: exe, env });
+      const other = new Kubectl({ executable: exe, env, context: 'other-cluster' });
+      await Promise.all([
+        one.list('ml', ['pods'], 'l'),
+        two.list('ml', ['pods'], 'l'),
+        other.list('ml', ['pods'], 'l'),
+      ]);
+      const lines = (await readFile(count, 'utf8')).trim().split('\n');
+      expect(lines).toHaveLength(2);
+      expect(lines.filter((l) => l.includes('--context other-cluster'))).toHaveLength(1);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -201,13 +201,22 @@ export interface CreateResult {
   existing: { resource: string; name: string }[];
 }
 
+/** Lists under way, by the environment kubectl runs in, then by executable and argv. */
+const listsUnderWay = new WeakMap<NodeJS.ProcessEnv, Map<string, Promise<K8sObject[]>>>();
+
 export class Kubectl {
   private readonly run: KubectlRunner;
   private readonly timeoutMs: number;
+  /** Lists under way that a caller asking the same may share: every client of an environment's, unless the runner is injected. */
+  private readonly lists: Map<string, Promise<K8sObject[]>>;
 
   constructor(private readonly opts: KubectlOptions = {}) {
     this.run = opts.run ?? execKubectl(opts.executable);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
+    const env = opts.env ?? process.env;
+    let shared = listsUnderWay.get(env);
+    if (!shared && !opts.run) listsUnderWay.set(env, (shared = new Map()));
+    this.lists = opts.run ? new Map() : shared!;
   }
 
   /** The flags every call starts with. */
@@ -285,21 +294,26 @@ export class Kubectl {
     return r.code === 0 ? this.parse<K8sObject>(r.stdout, 'get') : undefined;
   }
 
-  /** Every object of the given resources that carries the label selector: ONE kubectl call. */
-  async list(namespace: string, resources: readonly string[], selector: string): Promise<K8sObject[]> {
-    const r = await this.call([
-      ...this.base(namespace),
-      'get',
-      resources.join(','),
-      '-l',
-      selector,
-      '-o',
-      'json',
-    ]);
-    const list = this.parse<{ items?: K8sObject[] }>(r.stdout, 'get');
-    if (!Array.isArray(list.items))
-      throw new KubectlError('kubectl get printed no items', KubectlFailure.BadOutput);
-    return list.items;
+  /**
+   * Every object of the given resources that carries the label selector: ONE kubectl call. The
+   * same list asked while one is under way (several Backends in a namespace, polled in the same
+   * pass) shares that call's answer instead of starting another. Callers must not modify it.
+   */
+  list(namespace: string, resources: readonly string[], selector: string): Promise<K8sObject[]> {
+    const args = [...this.base(namespace), 'get', resources.join(','), '-l', selector, '-o', 'json'];
+    const key = JSON.stringify([this.opts.executable ?? 'kubectl', args]);
+    const underWay = this.lists.get(key);
+    if (underWay) return underWay;
+    const p = this.call(args)
+      .then((r) => {
+        const list = this.parse<{ items?: K8sObject[] }>(r.stdout, 'get');
+        if (!Array.isArray(list.items))
+          throw new KubectlError('kubectl get printed no items', KubectlFailure.BadOutput);
+        return list.items;
+      })
+      .finally(() => this.lists.delete(key));
+    this.lists.set(key, p);
+    return p;
   }
 
   /**
