@@ -8,9 +8,10 @@
  *   already (a controller killed during create) is adopted, never created twice: names are
  *   deterministic, and Kubernetes refuses a second object of a name.
  * - **poll** is ONE `kubectl get jobs.batch.volcano.sh,pods,secrets -l <backend label>` per
- *   namespace per pass (Backends sharing a namespace share it), plus process 0's exit record from the store for a job that finished. See
- *   `observe.ts` for the phases. A job that ended is deleted at once (volcano #1718: a Failed job's
- *   pods may run on); a managed Job or Secret that no live attempt owns is an orphan and is deleted.
+ *   namespace per pass (Backends sharing a namespace share it), plus process 0's exit record from
+ *   the store for a job that finished. See `observe.ts` for the phases. A job that ended is
+ *   deleted at once (volcano #1718: a Failed job's pods may run on); a managed Job or Secret that
+ *   no live attempt owns is an orphan and is deleted.
  * - **cancel** deletes the Job and its Secret: the pods get SIGTERM and their grace period, and
  *   `adv exec` uploads what the workload checkpointed in it.
  * - **capacity** is the queue's `spec.capability` − `status.allocated` of the GPU resource.
