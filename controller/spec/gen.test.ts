@@ -37,4 +37,16 @@ describe('generated artefacts', () => {
     for (const [rel, content] of generatedFiles()) if (rel.endsWith('.json')) walk(JSON.parse(content), rel);
     expect(missing).toEqual([]);
   });
+
+  it('writes a closed set of strings as an enum, not a union of literals (which reports only its first)', () => {
+    const unions: string[] = [];
+    const walk = (node: unknown, path: string): void => {
+      if (!node || typeof node !== 'object') return;
+      const anyOf = (node as { anyOf?: { const?: unknown }[] }).anyOf;
+      if (anyOf?.length && anyOf.every((b) => 'const' in b)) unions.push(path);
+      for (const [k, v] of Object.entries(node)) walk(v, `${path}/${k}`);
+    };
+    for (const [rel, content] of generatedFiles()) if (rel.endsWith('.json')) walk(JSON.parse(content), rel);
+    expect(unions).toEqual([]);
+  });
 });

@@ -5,7 +5,7 @@
  * evictions. See `adapter.ts`.
  */
 import { Type } from '@sinclair/typebox';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN, optional, strict } from '../../spec/schema-kit.js';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN, optional, strict, StringEnum } from '../../spec/schema-kit.js';
 import type { AdapterDescriptor } from '../types.js';
 import { VolcanoBackend } from './adapter.js';
 
@@ -46,9 +46,10 @@ export const volcanoSettings = {
           'Container image: your training environment, with Node.js ≥ 20 and `sh` in it (adv exec runs there).',
       }),
       imagePullPolicy: optional(
-        Type.Union([Type.Literal('Always'), Type.Literal('IfNotPresent'), Type.Literal('Never')], {
-          description: 'Default: Kubernetes’ own (`Always` for `:latest`, else `IfNotPresent`).',
-        }),
+        StringEnum(
+          ['Always', 'IfNotPresent', 'Never'],
+          'Default: Kubernetes’ own (`Always` for `:latest`, else `IfNotPresent`).',
+        ),
       ),
       gpuResourceName: optional(
         Type.String({ pattern: LABEL_KEY, description: 'GPU extended resource. Default `nvidia.com/gpu`.' }),
@@ -71,19 +72,15 @@ export const volcanoSettings = {
               key: optional(
                 Type.String({
                   pattern: LABEL_KEY,
-                  description: 'Taint key; empty with `Exists`: every taint.',
+                  description: 'Taint key; omitted with `Exists`: every taint.',
                 }),
               ),
-              operator: optional(
-                Type.Union([Type.Literal('Exists'), Type.Literal('Equal')], {
-                  description: 'Default `Equal`.',
-                }),
-              ),
+              operator: optional(StringEnum(['Exists', 'Equal'], 'Default `Equal`.')),
               value: optional(Type.String({ maxLength: 63, description: 'Taint value (with `Equal`).' })),
               effect: optional(
-                Type.Union(
-                  [Type.Literal('NoSchedule'), Type.Literal('PreferNoSchedule'), Type.Literal('NoExecute')],
-                  { description: 'Taint effect; empty: every effect.' },
+                StringEnum(
+                  ['NoSchedule', 'PreferNoSchedule', 'NoExecute'],
+                  'Taint effect; omitted: every effect.',
                 ),
               ),
               tolerationSeconds: optional(
