@@ -7,6 +7,7 @@ import {
   KubectlError,
   KubectlFailure,
   classifyKubectl,
+  errorText,
   parseServerErrors,
   type KubectlRunner,
 } from './kubectl.js';
@@ -21,6 +22,9 @@ const CONFLICT =
   'Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on jobs.batch.volcano.sh "lst": the object has been modified; please apply your changes to the latest version and try again';
 const DENIED =
   'Error from server: error when creating "STDIN": admission webhook "validatejob.volcano.sh" denied the request: unable to find job queue: queue.scheduling.volcano.sh "q" not found;';
+/** An unreachable API server: the client library's klog lines, then kubectl's own. */
+const REFUSED =
+  'E1124 12:08:36.757278   20626 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list: Get \\"https://127.0.0.1:1/api?timeout=32s\\": dial tcp 127.0.0.1:1: connect: connection refused"\nE1124 12:08:36.758666   20626 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list: Get \\"https://127.0.0.1:1/api?timeout=32s\\": dial tcp 127.0.0.1:1: connect: connection refused"\nE1124 12:08:36.760064   20626 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list: Get \\"https://127.0.0.1:1/api?timeout=32s\\": dial tcp 127.0.0.1:1: connect: connection refused"\nE1124 12:08:36.761426   20626 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list: Get \\"https://127.0.0.1:1/api?timeout=32s\\": dial tcp 127.0.0.1:1: connect: connection refused"\nE1124 12:08:36.762753   20626 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list: Get \\"https://127.0.0.1:1/api?timeout=32s\\": dial tcp 127.0.0.1:1: connect: connection refused"\nThe connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?\n';
 const STRICT =
   'Error from server (BadRequest): error when creating "STDIN": Job in version "v1alpha1" cannot be handled as a Job: strict decoding error: unknown field "spec.tasks[0].bogus"';
 
@@ -54,6 +58,24 @@ describe('kubectl output', () => {
     ],
   ])('classifies %s', (stderr, reason) => {
     expect(classifyKubectl(stderr)).toBe(reason);
+  });
+});
+
+describe('kubectl error text', () => {
+  it('is kubectl’s own line, not the klog lines logged on the way', () => {
+    expect(errorText(REFUSED)).toBe(
+      'The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?',
+    );
+    expect(classifyKubectl(REFUSED)).toBe(KubectlFailure.Unreachable);
+  });
+  it('is the last klog error, without its header, when kubectl said nothing else', () => {
+    const klogOnly = REFUSED.split('\n')
+      .filter((l) => l.startsWith('E'))
+      .join('\n');
+    expect(errorText(klogOnly)).toMatch(/^"Unhandled Error" err="couldn't get current server API group list/);
+    expect(errorText('W1124 12:00:00.000000   1 warnings.go:70] v1 Endpoints is deprecated\n')).toBe(
+      'kubectl failed without a message',
+    );
   });
 });
 

@@ -156,13 +156,28 @@ export function classifyKubectl(stderr: string): KubectlFailure {
   return KubectlFailure.Failed;
 }
 
-/** kubectl's error text, trimmed to what says what went wrong. */
+/** A klog line's header (`E1124 12:06:28.094241   20626 memcache.go:265] `): kubectl's own logging. */
+const KLOG = /^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] ?/;
+
+/**
+ * kubectl's error text, trimmed to what says what went wrong: its own lines (`The connection to
+ * the server … was refused`, `Error from server …`), not the klog lines its client libraries log on
+ * the way — an unreachable server logs the same one six times before the line that says so. Only
+ * where there is nothing else, the last klog error, without its header.
+ */
 export function errorText(stderr: string): string {
   const lines = stderr
     .split('\n')
     .map((l) => l.trim())
-    .filter((l) => l && !/^(W|I)\d{4} /.test(l));
-  return lines.join('; ').slice(0, 2000) || 'kubectl failed without a message';
+    .filter(Boolean);
+  const own = lines.filter((l) => !KLOG.test(l));
+  const chosen = own.length
+    ? own
+    : lines
+        .filter((l) => /^[EF]/.test(l))
+        .slice(-1)
+        .map((l) => l.replace(KLOG, ''));
+  return [...new Set(chosen)].join('; ').slice(0, 2000) || 'kubectl failed without a message';
 }
 
 /** A Kubernetes object as kubectl prints it (the fields the adapter reads; the API has more). */
