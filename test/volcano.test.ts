@@ -64,7 +64,8 @@ describe.runIf(available)('volcano: a gang Job per attempt, through the real kub
         { name: 'default', capability: { 'nvidia.com/gpu': '8', cpu: '64', memory: '256Gi' } },
         { name: 'small', capability: { 'nvidia.com/gpu': '0' } },
       ],
-      pvcs: { [`${NS}/adv-store`]: store, [`${NS}/out`]: out },
+      // `team/adv-store` waits for its namespace: a test creates it with kubectl.
+      pvcs: { [`${NS}/adv-store`]: store, [`${NS}/out`]: out, 'team/adv-store': store, 'team/out': out },
     });
   }, 60_000);
 
@@ -76,7 +77,7 @@ describe.runIf(available)('volcano: a gang Job per attempt, through the real kub
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const backendYaml = (name: string, queue: string) => `apiVersion: adventuretime.dev/v1alpha1
+  const backendYaml = (name: string, queue: string, ns = NS) => `apiVersion: adventuretime.dev/v1alpha1
 kind: Backend
 metadata: {name: ${name}}
 spec:
@@ -84,7 +85,7 @@ spec:
   volcano:
     kubeconfig: ${k8s.kubeconfig}
     context: ${k8s.context}
-    namespace: ${NS}
+    namespace: ${ns}
     queue: ${queue}
     image: node:20-bookworm
     shmSize: 256Mi
@@ -316,6 +317,40 @@ ${extra}`;
     expect(a.message).toMatch(/its last output: .*shard 1 is corrupt/);
     await passUntil('the Job and its pods deleted', () => gone(a.jobId!));
     await waitFor(() => k8s.livePids().length === 0, { what: 'no pod process left', timeoutMs: 60_000 });
+  }, 240_000);
+
+  it('a Backend whose namespace does not exist says how to fix it; once it exists the run goes on', async () => {
+    await start({
+      'backends/k8s.yaml': backendYaml('k8s', 'default', 'team'),
+      'runs/ns.yaml': runYaml('ns', 'true'),
+    });
+    await passUntil('the submit failure explained', () =>
+      /namespaces "team" not found: create it \(kubectl create namespace team\)/.test(
+        st('ns')?.attempts[0]?.message ?? '',
+      ),
+    );
+    expect(st('ns')!.attempts[0]).toMatchObject({ reason: 'SubmitFailed' });
+    // What the message says to do, with the real kubectl (asynchronously: the fake runs in this
+    // process; from a file, as `kubectl create namespace` speaks protobuf, which the fake does not).
+    // The next attempt, after the cool-down, runs.
+    const nsFile = join(tmp, 'team.yaml');
+    await writeFile(nsFile, 'apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n');
+    await promisify(execFile)('kubectl', [
+      '--kubeconfig',
+      k8s.kubeconfig,
+      '--context',
+      k8s.context,
+      'create',
+      '-f',
+      nsFile,
+    ]);
+    await passUntil('the run to succeed', () => st('ns')?.phase === 'Succeeded', 180_000);
+    const last = st('ns')!.attempts.at(-1)!;
+    expect(last.n).toBeGreaterThan(1);
+    // Its Job was made in the new namespace.
+    expect(k8s.requests.some((r) => r.method === 'POST' && r.path.endsWith('/namespaces/team/jobs'))).toBe(
+      true,
+    );
   }, 240_000);
 
   it('the queue’s capacity steers the solver', async () => {

@@ -106,15 +106,15 @@ export class VolcanoBackend implements Backend {
     if (why)
       throw new StallingError('BackendMisconfigured', why, `fix Backend ${this.name} or the Storage spec`);
     const codeKey = await this.upload(job);
-    const rendered = renderAttempt(job, {
-      backend: this.name,
-      namespace: this.ns,
-      settings: this.s,
-      name,
-      codeKey,
-      runtimeConfigMap: await this.ensureRuntime(),
-    });
     try {
+      const rendered = renderAttempt(job, {
+        backend: this.name,
+        namespace: this.ns,
+        settings: this.s,
+        name,
+        codeKey,
+        runtimeConfigMap: await this.ensureRuntime(),
+      });
       const r = await this.kubectl.create(this.ns, [
         ...(rendered.secret ? [rendered.secret] : []),
         rendered.job,
@@ -129,8 +129,28 @@ export class VolcanoBackend implements Backend {
           `the cluster refused the Volcano Job: ${e.message}`,
           `fix Backend ${this.name} (queue, image, resources) or the run's resources`,
         );
-      throw e;
+      throw this.withFix(e);
     }
+  }
+
+  /**
+   * What a person does about a failure that is the cluster's, not the spec's (retried after the
+   * cool-down, so fixing the cluster is enough): a missing namespace, a permission the kubeconfig's
+   * user lacks.
+   */
+  private withFix(e: unknown): unknown {
+    if (!(e instanceof KubectlError)) return e;
+    if (e.reason === KubectlFailure.NotFound && /namespaces? "[^"]*" not found/.test(e.message))
+      return new KubectlError(
+        `${e.message}: create it (kubectl create namespace ${this.ns}) or set Backend ${this.name}'s volcano.namespace`,
+        e.reason,
+      );
+    if (e.reason === KubectlFailure.Auth)
+      return new KubectlError(
+        `${e.message}: the kubeconfig's user needs the Role listed in docs/backends.md (volcano: what the kubeconfig's user needs)`,
+        e.reason,
+      );
+    return e;
   }
 
   /** Puts the code payload in the store (once per tree); its key. */
