@@ -7,9 +7,10 @@
  *
  * A two-replica gang starts both processes with ids 0 and 1 and the first pod as coordinator; an
  * eviction mid-run is a preemption (not a failed attempt) and the next attempt resumes from the
- * committed step; a pod that fails ends the attempt Failed and nothing of the gang runs on; the
- * queue's capacity steers the solver; a controller killed with SIGKILL while `kubectl create`
- * runs leaves one Job, which the restarted controller adopts.
+ * committed step; a pod that fails ends the attempt Failed and nothing of the gang runs on; a
+ * cancel deletes the gang and keeps the checkpoint written in the grace period; a missing
+ * namespace says how to fix it; the queue's capacity steers the solver; a controller killed with
+ * SIGKILL while `kubectl create` runs leaves one Job, which the restarted controller adopts.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
@@ -318,6 +319,38 @@ ${extra}`;
     await passUntil('the Job and its pods deleted', () => gone(a.jobId!));
     await waitFor(() => k8s.livePids().length === 0, { what: 'no pod process left', timeoutMs: 60_000 });
   }, 240_000);
+
+  it('cancel deletes the gang; the checkpoint written in the grace period is kept, and resuming starts there', async () => {
+    const hold = join(out, 'hold-cancel');
+    await writeFile(hold, '');
+    const train = `exec python3 train.py --steps 40 --ckpt-every 10 --step-sleep 0.02 --hold-at 25 --hold-file ${hold}`;
+    const spec = (suspend: boolean) =>
+      runYaml('halt', train, `  resources: {nodes: 2}\n${suspend ? '  suspend: true\n' : ''}`);
+    await start({ 'runs/halt.yaml': spec(false) });
+    await passUntil(
+      'checkpoint 20 committed',
+      () => st('halt')?.attempts[0]?.phase === 'Running' && (st('halt')?.attempts[0]?.lastStep ?? 0) >= 20,
+    );
+    const name = st('halt')!.attempts[0]!.jobId!;
+    await wt!.write('runs/halt.yaml', spec(true));
+    await wt!.commit('suspend halt');
+    c!.requestFetch('test');
+    await passUntil('attempt 1 cancelled', () => st('halt')?.attempts[0]?.phase === 'Cancelled');
+    await passUntil('the Job, its pods and its Secret deleted', () => gone(name));
+    await waitFor(() => k8s.livePids().length === 0, { what: 'no pod process left', timeoutMs: 60_000 });
+    expect(existsSync(hold)).toBe(true);
+    // Resumed: from the checkpoint train.py wrote on SIGTERM at step 25, in the grace period the
+    // pods were given — past the last periodic one (20).
+    await rm(hold);
+    await wt!.write('runs/halt.yaml', spec(false));
+    await wt!.commit('resume halt');
+    c!.requestFetch('test');
+    await passUntil('resumed and finished', () => st('halt')?.phase === 'Succeeded', 180_000);
+    const [first, second] = st('halt')!.attempts;
+    expect(first).toMatchObject({ phase: 'Cancelled' });
+    expect(second!.startStep).toBeGreaterThan(20);
+    expect(second).toMatchObject({ phase: 'Succeeded', lastStep: 40 });
+  }, 360_000);
 
   it('a Backend whose namespace does not exist says how to fix it; once it exists the run goes on', async () => {
     await start({
