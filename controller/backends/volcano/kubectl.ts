@@ -219,19 +219,23 @@ export interface CreateResult {
 /** Lists under way, by the environment kubectl runs in, then by executable and argv. */
 const listsUnderWay = new WeakMap<NodeJS.ProcessEnv, Map<string, Promise<K8sObject[]>>>();
 
+/** The lists under way every kubectl client of this environment shares. */
+function sharedLists(env: NodeJS.ProcessEnv): Map<string, Promise<K8sObject[]>> {
+  let lists = listsUnderWay.get(env);
+  if (!lists) listsUnderWay.set(env, (lists = new Map()));
+  return lists;
+}
+
 export class Kubectl {
   private readonly run: KubectlRunner;
   private readonly timeoutMs: number;
-  /** Lists under way that a caller asking the same may share: every client of an environment's, unless the runner is injected. */
+  /** Lists under way that a caller asking the same shares (a client's own with an injected runner). */
   private readonly lists: Map<string, Promise<K8sObject[]>>;
 
   constructor(private readonly opts: KubectlOptions = {}) {
     this.run = opts.run ?? execKubectl(opts.executable);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
-    const env = opts.env ?? process.env;
-    let shared = listsUnderWay.get(env);
-    if (!shared && !opts.run) listsUnderWay.set(env, (shared = new Map()));
-    this.lists = opts.run ? new Map() : shared!;
+    this.lists = opts.run ? new Map() : sharedLists(opts.env ?? process.env);
   }
 
   /** The flags every call starts with. */
