@@ -134,6 +134,21 @@ ${extra}`;
     !k8s.object('jobs', NS, name) &&
     !k8s.object('secrets', NS, name) &&
     !k8s.objects('pods', NS).some((p) => p.metadata.labels?.['volcano.sh/job-name'] === name);
+  /** A hold file (made) and train.py that checkpoints every 10 steps and waits at `holdAt` while it exists. */
+  const heldTraining = async (tag: string, steps: number, holdAt = 20) => {
+    const hold = join(out, `hold-${tag}`);
+    await writeFile(hold, '');
+    const train = `exec python3 train.py --steps ${steps} --ckpt-every 10 --step-sleep 0.02 --hold-at ${holdAt} --hold-file ${hold}`;
+    return { hold, train };
+  };
+  /** Passes until the run's first attempt runs with checkpoint `step` committed; its Job's name. */
+  const untilCheckpoint = async (run: string, step: number): Promise<string> => {
+    await passUntil(
+      `checkpoint ${step} of ${run} committed`,
+      () => st(run)?.attempts[0]?.phase === 'Running' && (st(run)?.attempts[0]?.lastStep ?? 0) >= step,
+    );
+    return st(run)!.attempts[0]!.jobId!;
+  };
 
   it('a two-replica gang: ids 0 and 1, the first pod the coordinator, secrets in a Secret; then deleted', async () => {
     const hold = join(out, 'hold-pair');
@@ -214,21 +229,11 @@ ${extra}`;
   }, 240_000);
 
   it('an eviction mid-run is a preemption: the next attempt resumes from the committed step', async () => {
-    const hold = join(out, 'hold-resume');
-    await writeFile(hold, '');
+    const { hold, train } = await heldTraining('resume', 60);
     await start({
-      'runs/resume.yaml': runYaml(
-        'resume',
-        `exec python3 train.py --steps 60 --ckpt-every 10 --step-sleep 0.02 --hold-at 20 --hold-file ${hold}`,
-        '  resources: {gpus: 1}\n  policy: {maxAttempts: 1}\n',
-      ),
+      'runs/resume.yaml': runYaml('resume', train, '  resources: {gpus: 1}\n  policy: {maxAttempts: 1}\n'),
     });
-    await passUntil(
-      'checkpoint 20 committed in the pod',
-      () =>
-        st('resume')?.attempts[0]?.phase === 'Running' && (st('resume')?.attempts[0]?.lastStep ?? 0) >= 20,
-    );
-    const name = st('resume')!.attempts[0]!.jobId!;
+    const name = await untilCheckpoint('resume', 20);
     await k8s.evict(NS, `${name}-worker-0`);
     await passUntil('attempt 1 preempted', () => st('resume')?.attempts[0]?.phase === 'Preempted');
     expect(st('resume')!.attempts[0]).toMatchObject({ reason: 'Evicted' });
@@ -247,20 +252,15 @@ ${extra}`;
   }, 360_000);
 
   it('a pod deleted from a running gang (Volcano’s own preemption) is a preemption: the next attempt resumes', async () => {
-    const hold = join(out, 'hold-deleted');
-    await writeFile(hold, '');
+    const { hold, train } = await heldTraining('deleted', 40);
     await start({
       'runs/taken.yaml': runYaml(
         'taken',
-        `if [ "$ADV_PROCESS_ID" = 1 ]; then exec sleep 600; fi; exec python3 train.py --steps 40 --ckpt-every 10 --step-sleep 0.02 --hold-at 20 --hold-file ${hold}`,
+        `if [ "$ADV_PROCESS_ID" = 1 ]; then exec sleep 600; fi; ${train}`,
         '  resources: {nodes: 2}\n  policy: {maxAttempts: 1}\n',
       ),
     });
-    await passUntil(
-      'checkpoint 20 committed',
-      () => st('taken')?.attempts[0]?.phase === 'Running' && (st('taken')?.attempts[0]?.lastStep ?? 0) >= 20,
-    );
-    const name = st('taken')!.attempts[0]!.jobId!;
+    const name = await untilCheckpoint('taken', 20);
     // What Volcano's preempt/reclaim actions do: delete a pod of the gang (here with the real
     // kubectl; asynchronously, as the fake API server runs in this process).
     await promisify(execFile)('kubectl', [
@@ -321,17 +321,11 @@ ${extra}`;
   }, 240_000);
 
   it('cancel deletes the gang; the checkpoint written in the grace period is kept, and resuming starts there', async () => {
-    const hold = join(out, 'hold-cancel');
-    await writeFile(hold, '');
-    const train = `exec python3 train.py --steps 40 --ckpt-every 10 --step-sleep 0.02 --hold-at 25 --hold-file ${hold}`;
+    const { hold, train } = await heldTraining('cancel', 40, 25);
     const spec = (suspend: boolean) =>
       runYaml('halt', train, `  resources: {nodes: 2}\n${suspend ? '  suspend: true\n' : ''}`);
     await start({ 'runs/halt.yaml': spec(false) });
-    await passUntil(
-      'checkpoint 20 committed',
-      () => st('halt')?.attempts[0]?.phase === 'Running' && (st('halt')?.attempts[0]?.lastStep ?? 0) >= 20,
-    );
-    const name = st('halt')!.attempts[0]!.jobId!;
+    const name = await untilCheckpoint('halt', 20);
     await wt!.write('runs/halt.yaml', spec(true));
     await wt!.commit('suspend halt');
     c!.requestFetch('test');
