@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { runGit } from '../git/native.js';
+import { toolEnv } from '../internal/child-env.js';
 import type { GitPort } from '../git/port.js';
 import type { CodeExporter } from './types.js';
 
@@ -77,7 +78,7 @@ async function extractTree(
   const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
   if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);
   await new Promise<void>((resolve, reject) => {
-    const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'], env: toolEnv('tar') });
     let err = '';
     tar.stderr.on('data', (b: Buffer) => (err += b.toString()));
     tar.on('error', reject);

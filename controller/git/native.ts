@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { AdvError, ErrorCode } from '../errors.js';
+import { toolEnv } from '../internal/child-env.js';
 import type { CommitInfo, CommitRequest, GitPort, PushResult, TreeEntry } from './port.js';
 
 export interface GitEnvOptions {
@@ -35,7 +36,7 @@ export function runGit(
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
+      ...toolEnv('git'),
       GIT_TERMINAL_PROMPT: '0',
       GIT_ASKPASS: 'true',
       LC_ALL: 'C',
@@ -193,7 +194,7 @@ class CatFileBatch {
 
   private start(): { child: ChildProcessWithoutNullStreams; parser: BatchParser } {
     const child = spawn('git', ['cat-file', this.mode], {
-      env: { ...process.env, ...this.env, GIT_DIR: this.gitdir },
+      env: { ...toolEnv('git'), ...this.env, GIT_DIR: this.gitdir },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const proc = { child, parser: new BatchParser(this.mode === '--batch') };

@@ -12,6 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AdvError, ErrorCode } from '../errors.js';
+import { toolEnv } from '../internal/child-env.js';
 
 export interface DataDirLock {
   readonly file: string;
@@ -34,7 +35,8 @@ export async function lockDataDir(dataDir: string, waitMs = 10_000): Promise<Dat
       '-c',
       'echo locked; exec cat',
     ],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
+    // It lives as long as the controller: its /proc/PID/environ must hold none of our credentials.
+    { stdio: ['pipe', 'pipe', 'pipe'], env: toolEnv('flock') },
   );
   const outcome = await new Promise<'locked' | { code: number | null; err?: Error }>((resolve) => {
     let out = '';

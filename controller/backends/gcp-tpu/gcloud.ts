@@ -32,6 +32,7 @@
  */
 import { execFile } from 'node:child_process';
 import { AdvError, ErrorCode } from '../../errors.js';
+import { toolEnv } from '../../internal/child-env.js';
 
 /** `google.cloud.tpu.v2.Node.State`. */
 export const TpuNodeState = {
@@ -349,7 +350,10 @@ export interface GcloudTpuOptions {
   project: string;
   /** Spawns gcloud; default `execGcloud('gcloud')`. */
   run?: GcloudRunner;
-  /** The environment gcloud runs in; default `process.env` (the user's CLOUDSDK_CONFIG applies). */
+  /**
+   * The environment gcloud runs in; default `toolEnv('gcloud')`: the controller's own without its
+   * credentials (the user's CLOUDSDK_CONFIG applies).
+   */
   env?: NodeJS.ProcessEnv;
   /** describe, list, and `--async` create/delete. Default 60 s. */
   callTimeoutMs?: number;
@@ -366,7 +370,7 @@ export class GcloudTpu {
 
   constructor(private readonly opts: GcloudTpuOptions) {
     this.run = opts.run ?? execGcloud();
-    this.env = opts.env ?? process.env;
+    this.env = opts.env ?? toolEnv('gcloud');
     this.callTimeoutMs = opts.callTimeoutMs ?? 60_000;
     this.waitTimeoutMs = opts.waitTimeoutMs ?? 30 * 60_000;
   }

@@ -23,6 +23,7 @@ import type { Logger } from 'pino';
 import { attemptPrefix } from '../../../runtime/checkpoint.js';
 import { EXIT_FILE, type ExitRecord } from '../../../runtime/records.js';
 import { StallingError } from '../../errors.js';
+import { toolEnv } from '../../internal/child-env.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import { dnsLabelOf, labelValue } from '../names.js';
 import { execBundlePath } from '../remote/pack.js';
@@ -95,7 +96,7 @@ export class VolcanoBackend implements Backend {
       new Kubectl({
         ...(this.s.kubeconfig ? { kubeconfig: this.s.kubeconfig } : {}),
         ...(this.s.context ? { context: this.s.context } : {}),
-        ...(ctx.hostEnv ? { env: ctx.hostEnv } : {}),
+        env: toolEnv('kubectl', ctx.hostEnv),
       });
   }
 

@@ -23,6 +23,7 @@
  */
 import { spawn } from 'node:child_process';
 import { AdvError, ErrorCode } from '../../errors.js';
+import { toolEnv } from '../../internal/child-env.js';
 
 /** Why a kubectl call failed (stable values: the adapter branches on them). */
 export const KubectlFailure = {
@@ -205,7 +206,10 @@ export interface KubectlOptions {
   /** Default `kubectl` on PATH. */
   executable?: string;
   run?: KubectlRunner;
-  /** The environment kubectl runs in (its auth plugins read it). Default `process.env`. */
+  /**
+   * The environment kubectl runs in (its auth plugins read it). Default: `toolEnv('kubectl')`, the
+   * controller's own environment without its credentials (internal/child-env.ts).
+   */
   env?: NodeJS.ProcessEnv;
   timeoutMs?: number;
 }
@@ -217,12 +221,17 @@ export interface CreateResult {
 }
 
 /** Lists under way, by the environment kubectl runs in, then by executable and argv. */
-const listsUnderWay = new WeakMap<NodeJS.ProcessEnv, Map<string, Promise<K8sObject[]>>>();
+const listsUnderWay = new Map<string, Map<string, Promise<K8sObject[]>>>();
 
-/** The lists under way every kubectl client of this environment shares. */
+/**
+ * The lists under way every kubectl client of this environment shares (keyed by its contents:
+ * each client builds its own copy of the environment): one entry per distinct environment, whose
+ * lists live only while under way.
+ */
 function sharedLists(env: NodeJS.ProcessEnv): Map<string, Promise<K8sObject[]>> {
-  let lists = listsUnderWay.get(env);
-  if (!lists) listsUnderWay.set(env, (lists = new Map()));
+  const key = JSON.stringify(Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  let lists = listsUnderWay.get(key);
+  if (!lists) listsUnderWay.set(key, (lists = new Map()));
   return lists;
 }
 
@@ -231,11 +240,13 @@ export class Kubectl {
   private readonly timeoutMs: number;
   /** Lists under way that a caller asking the same shares (a client's own with an injected runner). */
   private readonly lists: Map<string, Promise<K8sObject[]>>;
+  private readonly env: NodeJS.ProcessEnv;
 
   constructor(private readonly opts: KubectlOptions = {}) {
     this.run = opts.run ?? execKubectl(opts.executable);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
-    this.lists = opts.run ? new Map() : sharedLists(opts.env ?? process.env);
+    this.env = opts.env ?? toolEnv('kubectl');
+    this.lists = opts.run ? new Map() : sharedLists(this.env);
   }
 
   /** The flags every call starts with. */
@@ -255,7 +266,7 @@ export class Kubectl {
   ): Promise<KubectlResult> {
     const r = await this.run(args, {
       timeoutMs: this.timeoutMs + 5_000,
-      env: this.opts.env ?? process.env,
+      env: this.env,
       ...(opts.input !== undefined ? { input: opts.input } : {}),
     });
     if (r.missing)
@@ -363,7 +374,7 @@ export class Kubectl {
       this.opts.executable ?? 'kubectl',
       [...this.base(namespace, false), 'logs', pod, '-f', '--all-containers'],
       {
-        env: this.opts.env ?? process.env,
+        env: this.env,
         stdio: ['ignore', 'pipe', 'ignore'],
       },
     );
