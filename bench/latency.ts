@@ -103,6 +103,7 @@ async function main(): Promise<void> {
       const fetchIntervalMs = mode === 'poll' ? 1000 : 600_000;
       const c = await Controller.create({
         repo: server.url(mode),
+        infra: { from: 'repo' },
         dataDir: join(tmp, mode),
         fetchIntervalMs,
         pollIntervalMs: 1000,
@@ -145,6 +146,7 @@ async function main(): Promise<void> {
     await fastImport(bare, statusHistory(HISTORY));
     const c = await Controller.create({
       repo: server.url('writeback'),
+      infra: { from: 'repo' },
       dataDir: join(tmp, 'writeback'),
       fetchIntervalMs: 0,
     });

@@ -99,7 +99,7 @@ export class Controller {
       metricsSnapshot(this.status, liveAttempts(this.status), this.queue.length, this.now());
     this.metrics = new ControllerMetrics(gauges, { processMetrics: opts.processMetrics ?? false });
     const descriptors = opts.backends ?? BACKENDS;
-    this.desired = new DesiredState(repo.git, { ...opts, descriptors, logger: this.logger });
+    this.desired = new DesiredState(repo.git, { ...opts, descriptors, logger: this.logger, mode: repo.mode });
     this.status = new StatusWriter(repo.git, repo.statusRef, opts.identity ?? DEFAULT_IDENTITY, this.now);
     const { logger, metrics, now } = this;
     const onReload = () => this.status.names('Run').forEach((n) => this.queue.add(runKey(n)));

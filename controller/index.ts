@@ -88,6 +88,8 @@ export { storeTarget } from './storage.js';
 
 // The running controller, its HTTP server and the dashboard.
 export { Controller } from './controller.js';
+export { infraOptionFor } from './loop/infra-source.js';
+export type { InfraOption } from './loop/infra-source.js';
 export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';
 export { API_TOKEN_ENV, API_TOKEN_FILE, configuredApiToken } from './api-token.js';

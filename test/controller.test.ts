@@ -35,7 +35,13 @@ async function workTree(files: Record<string, string>, remote?: string): Promise
 }
 
 async function controller(opts: Parameters<typeof Controller.create>[0]): Promise<Controller> {
-  const c = await Controller.create({ pollIntervalMs: 100, fetchIntervalMs: 100, ...opts });
+  // Every pusher of these test repos is trusted with Backends (a remote repo must say so).
+  const c = await Controller.create({
+    pollIntervalMs: 100,
+    fetchIntervalMs: 100,
+    infra: { from: 'repo' },
+    ...opts,
+  });
   cleanups.push(() => c.stop());
   return c;
 }

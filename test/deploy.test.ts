@@ -255,6 +255,7 @@ describe('deploy/kubernetes', () => {
         'namespace.yaml',
         'serviceaccount.yaml',
         'secret.example.yaml',
+        'infra.yaml',
         'pvc.yaml',
         'deployment.yaml',
         'service.yaml',
@@ -316,6 +317,27 @@ describe('deploy/kubernetes', () => {
     expect(Object.keys(env.stringData)).toEqual(
       expect.arrayContaining(['ADV_GIT_TOKEN', 'ADV_WEBHOOK_SECRET']),
     );
+  });
+
+  it('takes Backends and Storage from the infra ConfigMap, whose entries are valid specs of those kinds', async () => {
+    const infraDir = argAfter(args, '--infra-dir')!;
+    const mount = container.volumeMounts.find((m: Obj) => m.mountPath === infraDir);
+    expect(mount?.readOnly).toBe(true);
+    const volume = (pod.volumes as Obj[]).find((v) => v.name === mount.name)!;
+    const configMap = named('ConfigMap', volume.configMap.name)!;
+    const files = await mkdtemp(join(tmpdir(), 'adv-infra-cm-'));
+    try {
+      for (const [name, text] of Object.entries(configMap.data as Record<string, string>))
+        await writeFile(join(files, name), text);
+      const io = captureIo({}, root);
+      expect(await runCli(['validate', files, '-o', 'json'], io), io.out()).toBe(0);
+      const kinds = parseAllDocuments(
+        Object.values(configMap.data as Record<string, string>).join('\n---\n'),
+      ).map((d) => (d.toJS() as Obj).kind as string);
+      expect(new Set(kinds)).toEqual(new Set(['Backend', 'Storage']));
+    } finally {
+      await rm(files, { recursive: true, force: true });
+    }
   });
 
   it('listens where the Service, the probes and the scrape annotations look', () => {

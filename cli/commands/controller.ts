@@ -1,3 +1,5 @@
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import {
   AdvError,
@@ -6,7 +8,10 @@ import {
   checkTrustedSigners,
   configuredApiToken,
   dashboardRoute,
+  infraOptionFor,
+  isRemoteUrl,
   serve,
+  type InfraOption,
 } from '../../controller/index.js';
 import { makeLogger } from '../logger.js';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
@@ -19,6 +24,9 @@ interface Opts {
   dataDir?: string;
   path?: string;
   trustedSigners?: string;
+  infraDir?: string;
+  adminSigners?: string;
+  trustRepoInfra?: boolean;
   once?: boolean;
   timeout: string;
   fetchInterval: string;
@@ -74,6 +82,34 @@ function refuseWithOnce(opts: Opts): void {
     });
 }
 
+/**
+ * Who may change Backends and Storage (controller/loop/infra-source.ts): at most one of the three
+ * flags; none means the specs repo for a local one, and a usage error for a shared one.
+ */
+async function infraOption(opts: Opts, repo: string): Promise<InfraOption> {
+  const given = [
+    opts.infraDir !== undefined && '--infra-dir',
+    opts.adminSigners !== undefined && '--admin-signers',
+    opts.trustRepoInfra && '--trust-repo-infra',
+  ].filter((f): f is string => Boolean(f));
+  if (given.length > 1)
+    throw new AdvError(ErrorCode.UsageError, `${given.join(' and ')} cannot be used together`, {
+      hint: 'choose one place Backends and Storage come from',
+    });
+  let option: InfraOption | undefined;
+  if (opts.infraDir !== undefined) {
+    const st = await stat(opts.infraDir).catch(() => undefined);
+    if (!st?.isDirectory())
+      throw new AdvError(ErrorCode.UsageError, `--infra-dir ${printable(opts.infraDir)} is not a directory`, {
+        hint: 'name a directory holding the Backend and Storage specs this controller may use',
+      });
+    option = { from: 'dir', dir: resolve(opts.infraDir) };
+  } else if (opts.adminSigners !== undefined)
+    option = { from: 'signed', signers: await checkTrustedSigners(opts.adminSigners, '--admin-signers') };
+  else if (opts.trustRepoInfra) option = { from: 'repo' };
+  return infraOptionFor(option, isRemoteUrl(repo) ? 'remote' : 'local');
+}
+
 export function registerController(program: Command, io: Io): void {
   program
     .command('controller')
@@ -86,6 +122,18 @@ export function registerController(program: Command, io: Io): void {
     .option(
       '--trusted-signers <file>',
       'OpenSSH allowed_signers file: act only on watched-branch commits signed by its keys (and never on a rollback)',
+    )
+    .option(
+      '--infra-dir <dir>',
+      'take Backend and Storage specs from this directory of the controller host, never from the specs repo',
+    )
+    .option(
+      '--admin-signers <file>',
+      'OpenSSH allowed_signers file: Backends and Storage as of the newest watched-branch commit signed by one of its keys',
+    )
+    .option(
+      '--trust-repo-infra',
+      'everyone who can push may change Backends and Storage (the default for a local specs repo)',
     )
     .option('--once', 'reconcile until no run is in flight, then exit (for scripts and tests)')
     .option('--timeout <duration>', 'with --once: give up after this long', '10m')
@@ -159,6 +207,7 @@ adds the names a git host or a proxy uses.`,
       const trustedSigners = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
       const apiToken = opts.once ? undefined : await configuredApiToken(opts.apiTokenFile, io.env);
       const repo = await resolveRepo(opts.repo, io.cwd);
+      const infra = await infraOption(opts, repo);
       const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
       const logger = makeLogger(io, opts.logLevel);
       const token = await gitToken(io.env);
@@ -170,6 +219,7 @@ adds the names a git host or a proxy uses.`,
         ...(token ? { token } : {}),
         ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
         ...(trustedSigners ? { trustedSigners } : {}),
+        infra,
         reader: opts.gitReader,
         fetchIntervalMs: parseDuration(opts.fetchInterval),
         pollIntervalMs: parseDuration(opts.pollInterval),

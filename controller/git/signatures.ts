@@ -11,6 +11,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { AdvError, ErrorCode } from '../errors.js';
 import { Reason } from '../status/types.js';
+import { toolEnv } from '../internal/child-env.js';
 import { runGit } from './native.js';
 
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
@@ -205,7 +206,7 @@ export class CommitVerifier {
         ErrorCode.IoError,
         `cannot read the trusted signers file ${this.file}: ${errText(e)}`,
         {
-          hint: 'restore the file, or restart the controller with --trusted-signers naming one that exists',
+          hint: 'restore the file, or restart the controller naming a signers file that exists',
         },
       );
     }
@@ -220,13 +221,13 @@ export class CommitVerifier {
  * Checked before a controller starts with `--trusted-signers`: the file is readable and lists at
  * least one key, and ssh-keygen (which git runs to verify) is installed. Returns the absolute path.
  */
-export async function checkTrustedSigners(file: string): Promise<string> {
+export async function checkTrustedSigners(file: string, flag = '--trusted-signers'): Promise<string> {
   const path = resolve(file);
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (e) {
-    throw new AdvError(ErrorCode.UsageError, `--trusted-signers ${file}: cannot read it: ${errText(e)}`, {
+    throw new AdvError(ErrorCode.UsageError, `${flag} ${file}: cannot read it: ${errText(e)}`, {
       hint: 'name an OpenSSH allowed_signers file: one line per key, "<principal> <key type> <public key>"',
     });
   }
@@ -235,11 +236,11 @@ export async function checkTrustedSigners(file: string): Promise<string> {
     .map((l) => l.trim())
     .filter((l) => l && !l.startsWith('#') && /(^|\s)(ssh-|ecdsa-|sk-)\S+\s+[A-Za-z0-9+/=]{16,}/.test(l));
   if (keys.length === 0)
-    throw new AdvError(ErrorCode.UsageError, `--trusted-signers ${file} lists no public key`, {
+    throw new AdvError(ErrorCode.UsageError, `${flag} ${file} lists no public key`, {
       hint: 'add a line "<principal> <key type> <public key>", e.g. from: echo "you@example.com $(cat ~/.ssh/id_ed25519.pub)"',
     });
   const found = await new Promise<boolean>((done) => {
-    const child = spawn('ssh-keygen', ['-?'], { stdio: 'ignore' });
+    const child = spawn('ssh-keygen', ['-?'], { stdio: 'ignore', env: toolEnv('ssh-keygen') });
     child.on('error', () => done(false));
     child.on('close', () => done(true));
   });

@@ -21,16 +21,11 @@ import {
   type LoadedObject,
   type LoadResult,
 } from '../spec/loader.js';
-import {
-  isObjectName,
-  SCHEMAS,
-  type Backend as BackendObject,
-  type Storage,
-  type StorageSpec,
-} from '../spec/schema.js';
+import { isObjectName, SCHEMAS, type StorageSpec } from '../spec/schema.js';
 import type { LoadError } from '../status/types.js';
 import { VERSION } from '../version.js';
 import type { LoadedBackend } from './adapters.js';
+import { infraOptionFor, infraSourceFor, type InfraOption, type InfraSource } from './infra-source.js';
 import { errText } from './observer.js';
 
 /** Work-queue keys: `Run/<name>`, `DAG/<name>`. */
@@ -53,6 +48,7 @@ export function everyKey(desired: DesiredState, status: { names(kind: string): s
 
 export class DesiredState {
   private readonly loader: SpecLoader;
+  private readonly infra: InfraSource;
   private readonly listings: TreeListingCache;
   /** The watched branch's commit these specs are from (undefined until the first load). */
   head: string | undefined;
@@ -69,6 +65,8 @@ export class DesiredState {
   loadErrors: LoadError[] = [];
   backends = new Map<string, LoadedBackend>();
   storage: StorageSpec | undefined;
+  /** Where the Backends and Storage acted on came from (infra-source.ts), for the log. */
+  infraSource = '';
   private runPrints = new Map<string, string>();
   private dagPrints = new Map<string, string>();
 
@@ -79,9 +77,17 @@ export class DesiredState {
       specsPath?: string;
       descriptors: readonly BackendDescriptor[];
       logger: Logger;
+      /** Where Backends and Storage come from (infra-source.ts); the default depends on `mode`. */
+      infra?: InfraOption;
+      mode: 'local' | 'remote';
     },
   ) {
-    this.loader = new SpecLoader({ backends: opts.descriptors });
+    const infra = infraOptionFor(opts.infra, opts.mode);
+    this.infra = infraSourceFor(infra, { git, specsPath: opts.specsPath, descriptors: opts.descriptors });
+    this.loader = new SpecLoader({
+      backends: opts.descriptors,
+      backendNames: () => this.infra.backendNames(),
+    });
     this.listings = new TreeListingCache(git);
   }
 
@@ -124,6 +130,7 @@ export class DesiredState {
   /** Loads the specs at `head`; returns the keys whose desired state changed. */
   async load(head: string): Promise<string[]> {
     const commit = await this.git.readCommit(head);
+    await this.infra.prepare(head);
     const parsedBefore = this.loader.parsedFiles;
     const result = await this.loader.sync(
       new GitTreeSource(this.git, commit.tree, this.listings, this.opts.specsPath ?? ''),
@@ -141,6 +148,7 @@ export class DesiredState {
         dags: this.dags.size,
         invalid: this.invalidRuns.size + this.invalidDags.size,
         backends: this.backends.size,
+        infra: this.infraSource,
       },
       'loaded specs',
     );
@@ -166,18 +174,17 @@ export class DesiredState {
   private take(result: LoadResult): string[] {
     const runs = new Map<string, DesiredRun>();
     const dags = new Map<string, DesiredDag>();
-    this.backends = new Map();
-    this.storage = undefined;
+    const infra = this.infra.take(result);
+    this.backends = infra.backends;
+    this.storage = infra.storage;
+    this.infraSource = infra.source;
     for (const o of result.objects) {
       if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
       else if (o.kind === 'DAG') dags.set(o.name, this.memo(o, desiredDag));
-      else if (o.kind === 'Backend')
-        this.backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
-      else if (o.kind === 'Storage') this.storage = (o.object as Storage).spec;
     }
     const invalidRuns = new Map<string, InvalidRun>();
     const invalidDags = new Map<string, InvalidDag>();
-    const loadErrors: LoadError[] = [];
+    const loadErrors: LoadError[] = [...infra.errors];
     for (const d of result.invalid) {
       // Only a name that is a name keys a status file; any other is reported by its file.
       const named = isObjectName(d.name) ? { ...d, name: d.name } : undefined;

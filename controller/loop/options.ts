@@ -4,6 +4,7 @@ import type { BackendDescriptor, SshTransportFactory } from '../backends/types.j
 import type { Identity } from '../git/port.js';
 import type { SecretSourcesOptions } from '../secrets.js';
 import type { SpecsRepoOptions } from '../git/specs-repo.js';
+import type { InfraOption } from './infra-source.js';
 import type { PassSteps } from './pass-metrics.js';
 
 /** Everything a controller is given: the repo, intervals, and every side effect it may use. */
@@ -41,6 +42,11 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
    * descend from the last verified commit acted on (loop/verified-head.ts). Default: no check.
    */
   trustedSigners?: string;
+  /**
+   * Where Backends and Storage come from (loop/infra-source.ts). Default: the specs repo for a
+   * local one; a shared one must say.
+   */
+  infra?: InfraOption;
 }
 
 /** Who status commits are by, unless `identity` says otherwise. */

@@ -75,18 +75,26 @@ export interface LoaderOptions {
   limits?: Partial<ParseLimits>;
   /** The backend types Backend documents are validated against. Default: this build's `BACKENDS`. */
   backends?: BackendList;
+  /**
+   * The Backend names Runs may refer to when Backends come from elsewhere than this source (the
+   * controller's infra dir, an admin-signed commit: loop/infra-source.ts). Default: the source's own
+   * Backend documents.
+   */
+  backendNames?: () => ReadonlySet<string> | undefined;
 }
 
 export class SpecLoader {
   private readonly files = new Map<string, CachedFile>();
   private readonly limits: ParseLimits;
   private readonly backends: BackendList;
+  private readonly backendNames: (() => ReadonlySet<string> | undefined) | undefined;
   /** Files parsed since construction; tests and benchmarks read it to prove caching. */
   parsedFiles = 0;
 
   constructor(opts: LoaderOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     this.backends = opts.backends ?? BACKENDS;
+    this.backendNames = opts.backendNames;
   }
 
   /** Loads (or replaces) one file. Cheap when `key` is unchanged. */
@@ -145,7 +153,7 @@ export class SpecLoader {
       docs.push(...cached.docs);
       fileDiagnostics.push(...cached.fileDiagnostics);
     }
-    const extra = crossFileRules(docs);
+    const extra = crossFileRules(docs, this.backendNames?.());
     const objects: LoadedObject[] = [];
     const invalid: InvalidDocument[] = [];
     const diagnostics: Diagnostic[] = [...fileDiagnostics];
@@ -224,7 +232,10 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
 
 /** Duplicate names, references to unknown backends, more than one Storage. */
 
-function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Diagnostic[]> {
+function crossFileRules(
+  docs: readonly LoadedDocument[],
+  declared: ReadonlySet<string> | undefined,
+): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
   const add = (d: LoadedDocument, diag: Diagnostic): void => {
     const list = out.get(d);
@@ -259,11 +270,12 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
       });
     }
   }
-  const known = [...backends];
+  const defined = declared ?? backends;
+  const known = [...defined];
   for (const d of docs) {
     if (!d.object) continue;
     for (const ref of d.backendRefs) {
-      if (backends.has(ref.name)) continue;
+      if (defined.has(ref.name)) continue;
       const guess = closest(ref.name, known);
       add(d, {
         severity: 'error',
@@ -272,12 +284,16 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
         line: ref.line,
         column: ref.column,
         path: ref.path,
-        message: `backend "${ref.name}" is not defined in this repo`,
+        message: declared
+          ? `backend "${ref.name}" is not one of the Backends this controller's operator declared`
+          : `backend "${ref.name}" is not defined in this repo`,
         hint: guess
           ? `did you mean "${guess}"?`
           : known.length > 0
             ? `use one of: ${known.sort().join(', ')}`
-            : 'add a Backend spec (e.g. backends/local.yaml)',
+            : declared
+              ? 'ask the operator for a Backend, or name one they declared'
+              : 'add a Backend spec (e.g. backends/local.yaml)',
       });
     }
   }

@@ -50,3 +50,17 @@ export const StringMap = (description: string) =>
     Type.String({ maxLength: 4096 }),
     description,
   );
+
+/**
+ * A file on the controller's host (a key, known_hosts, a kubeconfig): absolute, or under the home
+ * directory. A relative path would resolve against wherever the controller was started — in a local
+ * specs repo, a file anyone who can push may have committed.
+ */
+export const HostPath = (description: string) =>
+  Type.String({
+    minLength: 2,
+    maxLength: 4096,
+    pattern: '^(/|~/)[^\\u0000\\n\\r]*$',
+    description,
+    'x-hint': 'write an absolute path (/etc/adventuretime/…) or one under the home directory (~/.ssh/…)',
+  });

@@ -12,6 +12,7 @@ import {
   DNS1123_LABEL,
   DNS1123_SUBDOMAIN,
   ENV_NAME,
+  HostPath,
   KeyedMap,
   Nullable,
   optional,
@@ -483,10 +484,8 @@ const ConnectionSchema = strict(
         description: 'Login user. Default: from ssh config.',
       }),
     ),
-    identityFile: optional(
-      Type.String({ description: 'Private key path on the controller. Default: the ssh agent.' }),
-    ),
-    knownHostsFile: optional(Type.String({ description: 'known_hosts file. Default `~/.ssh/known_hosts`.' })),
+    identityFile: optional(HostPath('Private key path on the controller. Default: the ssh agent.')),
+    knownHostsFile: optional(HostPath('known_hosts file. Default `~/.ssh/known_hosts`.')),
     hostKeyPolicy: optional(
       StringEnum(
         ['strict', 'accept-new'] as const,

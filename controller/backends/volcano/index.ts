@@ -5,7 +5,14 @@
  * evictions. See `adapter.ts`.
  */
 import { Type } from '@sinclair/typebox';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN, optional, strict, StringEnum } from '../../spec/schema-kit.js';
+import {
+  DNS1123_LABEL,
+  DNS1123_SUBDOMAIN,
+  HostPath,
+  optional,
+  strict,
+  StringEnum,
+} from '../../spec/schema-kit.js';
 import type { AdapterDescriptor } from '../types.js';
 import { VolcanoBackend } from './adapter.js';
 
@@ -19,9 +26,7 @@ export const volcanoSettings = {
   required: true,
   schema: strict(
     {
-      kubeconfig: optional(
-        Type.String({ description: 'kubeconfig file. Default: `$KUBECONFIG`, else `~/.kube/config`.' }),
-      ),
+      kubeconfig: optional(HostPath('kubeconfig file. Default: `$KUBECONFIG`, else `~/.kube/config`.')),
       context: optional(
         Type.String({
           pattern: '^[A-Za-z0-9][A-Za-z0-9_.@:/-]*$',
