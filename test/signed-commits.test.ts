@@ -54,11 +54,12 @@ async function dataDir(): Promise<string> {
   return d;
 }
 
-async function controller(repo: string, data: string): Promise<Controller> {
+async function controller(repo: string, data: string, trustFrom?: string): Promise<Controller> {
   const c = await Controller.create({
     repo,
     dataDir: data,
     trustedSigners: allowed,
+    ...(trustFrom ? { trustFrom } : {}),
     pollIntervalMs: 100,
     fetchIntervalMs: 100,
   });
@@ -109,7 +110,7 @@ describe('a controller with --trusted-signers', () => {
     });
     const s1 = await commit(wt, 'signed specs', 'alice');
     const data = await dataDir();
-    const c = await controller(wt.dir, data);
+    const c = await controller(wt.dir, data, s1);
     await c.runUntilIdle({ timeoutMs: WAIT_MS });
     expect(c.runStatus('first')?.status.phase).toBe('Succeeded');
     expect(verified(await source(wt))).toMatchObject({
@@ -197,13 +198,14 @@ describe('a controller with --trusted-signers', () => {
     expect(phase('long')).toBe('Running');
 
     // The last verified commit outlives the controller: in its data dir, and on the status branch,
-    // from where a controller on a new data dir (a standby taking over) adopts it.
+    // from where a controller on a new data dir (a standby taking over, started with the commit
+    // the operator trusts first) adopts it: forward from its own.
     await c.stop();
     const anchorIn = async (dir: string) =>
       JSON.parse(await readFile(join(dir, 'verified-head.json'), 'utf8'));
     expect(await anchorIn(data)).toEqual({ commit: s2, signer: 'alice@example.com' });
     const fresh = await dataDir();
-    const standby = await controller(wt.dir, fresh);
+    const standby = await controller(wt.dir, fresh, s1);
     await standby.init();
     await standby.syncDesired();
     expect(standby.view.sourceStatus()?.status.refused).toEqual({ commit: s1, reason: 'NotDescendant' });
@@ -244,18 +246,56 @@ describe('a controller with --trusted-signers', () => {
     });
     const head = await wt.git('rev-parse', 'HEAD');
     const data = await dataDir();
-    const c = await controller(wt.dir, data);
+    const c = await controller(wt.dir, data, head);
     await expect(c.runUntilIdle({ timeoutMs: WAIT_MS })).rejects.toThrow(
-      `not acting on the watched branch: commit ${head} is not signed`,
+      `not acting on the watched branch: --trust-from ${head}: commit ${head} is not signed`,
     );
     const doc = await source(wt);
-    expect(doc?.status.refused).toEqual({ commit: head, reason: 'Unsigned' });
+    expect(doc?.status.refused).toEqual({ commit: head, reason: 'Unanchored' });
     expect(doc?.status.verified).toBeUndefined();
-    expect(verified(doc)!.message).toContain(
-      'nothing is acted on until a commit signed by a trusted key is pushed',
-    );
     expect(c.runStatus('early')).toBeUndefined();
     expect(existsSync(join(data, 'verified-head.json'))).toBe(false);
+  });
+
+  it('trusts no commit silently on a fresh data dir: a deleted status branch and an old signed head change nothing', async () => {
+    // The probe's N7: signed history with r4 added then deleted; the status branch deleted and the
+    // branch force-pushed back to the signed commit that had r4; a controller on a fresh data dir.
+    const wt = await workTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'runs/r1.yaml': runYaml('r1', ['true']),
+    });
+    const c1 = await commit(wt, 'c1', 'alice');
+    const ledger = join(tmp, `r4-ran-${Date.now()}`);
+    await wt.write('runs/r4.yaml', runYaml('r4', ['sh', '-c', `echo ran >> ${ledger}`]));
+    const m = await commit(wt, 'M adds r4', 'alice');
+    await wt.remove('runs/r4.yaml');
+    const c6 = await commit(wt, 'c6 deletes r4', 'alice');
+    const first = await controller(wt.dir, await dataDir(), c1);
+    await first.runUntilIdle({ timeoutMs: WAIT_MS });
+    expect(first.runStatus('r1')?.status.phase).toBe('Succeeded');
+    expect(first.runStatus('r4')).toBeUndefined();
+    await first.stop();
+    await wt.git('branch', '-D', 'adventuretime/status');
+    await wt.git('branch', '-D', 'adventuretime/status-lease').catch(() => '');
+    await wt.git('reset', '--quiet', '--hard', m);
+
+    const c = await controller(wt.dir, await dataDir());
+    await expect(c.runUntilIdle({ timeoutMs: WAIT_MS })).rejects.toThrow('no verified commit is known');
+    const doc = await source(wt);
+    expect(doc?.status.refused).toEqual({ commit: m, reason: 'Unanchored' });
+    expect(verified(doc)).toMatchObject({ status: 'False', reason: 'Unanchored' });
+    expect(verified(doc)!.message).toContain('no verified commit is known to measure a rollback against');
+    expect(verified(doc)!.message).toContain('--trust-from COMMIT');
+    expect(c.runStatus('r4')).toBeUndefined();
+    await c.stop();
+
+    // Named by the operator, the newest commit they checked anchors it: M is then a rollback.
+    const anchored = await controller(wt.dir, await dataDir(), c6);
+    await anchored.init();
+    await anchored.syncDesired();
+    expect(anchored.view.sourceStatus()?.status.refused).toEqual({ commit: m, reason: 'NotDescendant' });
+    expect(anchored.runStatus('r4')).toBeUndefined();
+    expect(existsSync(ledger)).toBe(false);
   });
 
   it('refuses to start with a trusted signers file it cannot read, naming it', async () => {
@@ -276,7 +316,7 @@ describe('adv plan --trusted-signers', () => {
     const s1 = await commit(wt, 'signed', 'alice');
     await wt.write('runs/b.yaml', runYaml('b', ['true']));
     const s2 = await commit(wt, 'add b', 'alice');
-    const c = await controller(wt.dir, await dataDir());
+    const c = await controller(wt.dir, await dataDir(), s1);
     await c.runUntilIdle({ timeoutMs: WAIT_MS });
     await c.stop();
 

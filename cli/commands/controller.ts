@@ -24,6 +24,7 @@ interface Opts {
   dataDir?: string;
   path?: string;
   trustedSigners?: string;
+  trustFrom?: string;
   infraDir?: string;
   adminSigners?: string;
   trustRepoInfra?: boolean;
@@ -124,6 +125,10 @@ export function registerController(program: Command, io: Io): void {
       'OpenSSH allowed_signers file: act only on watched-branch commits signed by its keys (and never on a rollback)',
     )
     .option(
+      '--trust-from <commit>',
+      'with --trusted-signers and a data dir that has no last verified commit (a new machine, a standby): the signed commit to trust first',
+    )
+    .option(
       '--infra-dir <dir>',
       'take Backend and Storage specs from this directory of the controller host, never from the specs repo',
     )
@@ -205,6 +210,10 @@ adds the names a git host or a proxy uses.`,
       refuseWithOnce(opts);
       if (opts.http !== undefined) checkHttpAddr(opts.http);
       const trustedSigners = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
+      if (opts.trustFrom !== undefined && !trustedSigners)
+        throw new AdvError(ErrorCode.UsageError, '--trust-from needs --trusted-signers', {
+          hint: 'it names the first signed commit to trust; without signed commits there is nothing to anchor',
+        });
       const apiToken = opts.once ? undefined : await configuredApiToken(opts.apiTokenFile, io.env);
       const repo = await resolveRepo(opts.repo, io.cwd);
       const infra = await infraOption(opts, repo);
@@ -219,6 +228,7 @@ adds the names a git host or a proxy uses.`,
         ...(token ? { token } : {}),
         ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
         ...(trustedSigners ? { trustedSigners } : {}),
+        ...(opts.trustFrom ? { trustFrom: opts.trustFrom } : {}),
         infra,
         reader: opts.gitReader,
         fetchIntervalMs: parseDuration(opts.fetchInterval),

@@ -22,7 +22,8 @@ export type VerifyReason =
   | typeof Reason.UntrustedSigner
   | typeof Reason.BadSignature
   | typeof Reason.NotDescendant
-  | typeof Reason.VerificationError;
+  | typeof Reason.VerificationError
+  | typeof Reason.Unanchored;
 
 /** The verdict on one commit. */
 export interface Verdict {

@@ -43,6 +43,11 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
    */
   trustedSigners?: string;
   /**
+   * With `trustedSigners`, where the data dir holds no last verified commit: the commit to trust
+   * first (`--trust-from`). Without it such a controller acts on nothing (`Unanchored`).
+   */
+  trustFrom?: string;
+  /**
    * Where Backends and Storage come from (loop/infra-source.ts). Default: the specs repo for a
    * local one; a shared one must say.
    */

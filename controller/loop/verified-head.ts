@@ -11,11 +11,17 @@
  * a rollback. It is also recorded on the status branch (`sources/specs.yaml`, `status.verified`),
  * from where a controller taking over adopts it — only forward (a descendant of its own anchor)
  * and only a commit signed by a trusted key, so a rewritten status branch never moves it back.
+ *
+ * Where the data dir holds no anchor (a new machine, an emptyDir, a standby that never acted),
+ * nothing is trusted silently: whoever can push can also delete the status branch and force-push an
+ * old signed commit. The operator names the first anchor with `--trust-from COMMIT`; without it
+ * the `Verified` condition says `Unanchored` and nothing is acted on.
  */
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AdvError, ErrorCode } from '../errors.js';
+import { runGit } from '../git/native.js';
 import { CommitVerifier, verifyHead, type Verdict } from '../git/signatures.js';
 import type { SpecsRepo } from '../git/specs-repo.js';
 import { Reason, SPECS_SOURCE, type SourceStatusDoc } from '../status/types.js';
@@ -65,9 +71,16 @@ export class VerifiedHead {
   private last: Verdict | undefined;
 
   constructor(
-    repo: SpecsRepo,
+    private readonly repo: SpecsRepo,
     private readonly sync: RepoSync,
-    private readonly o: { trustedSigners?: string; dataDir: string; logger: Logger; now: () => number },
+    private readonly o: {
+      trustedSigners?: string;
+      /** The first anchor, where the data dir has none (`--trust-from`). */
+      trustFrom?: string;
+      dataDir: string;
+      logger: Logger;
+      now: () => number;
+    },
   ) {
     this.verifier = o.trustedSigners ? new CommitVerifier(o.trustedSigners, repo.git.gitdir) : undefined;
   }
@@ -91,8 +104,9 @@ export class VerifiedHead {
       this.anchor = await readAnchor(this.o.dataDir, this.o.logger);
       this.anchorRead = true;
     }
+    const unanchored = this.anchor ? undefined : await this.anchorFromOperator(this.verifier, head);
     await this.adoptRecorded(this.verifier);
-    const v = await this.judge(this.verifier, head);
+    const v = unanchored ?? (await this.judge(this.verifier, head));
     this.report(v);
     if (v.ok && head !== this.anchor?.commit) await this.moveAnchor({ commit: head, signer: v.signer ?? '' });
     stageVerification(this.sync.status, { verdict: v, verified: this.anchor }, this.o.now());
@@ -131,16 +145,63 @@ export class VerifiedHead {
   }
 
   /**
+   * With no anchor in the data dir: the commit `--trust-from` names becomes it, if it is signed by a
+   * trusted key. Returns why nothing can be acted on otherwise.
+   */
+  private async anchorFromOperator(verifier: CommitVerifier, head: string): Promise<Verdict | undefined> {
+    const refuse = (message: string, fix: string): Verdict => ({
+      commit: head,
+      ok: false,
+      reason: Reason.Unanchored,
+      message,
+      fix,
+    });
+    const name = this.o.trustFrom;
+    if (!name)
+      return refuse(
+        'no verified commit is known to measure a rollback against (a new data dir, and the status branch is not trusted on its own)',
+        'restart the controller with --trust-from COMMIT, naming the newest signed commit of the watched branch you have checked (git log --show-signature)',
+      );
+    const r = await runGit(['rev-parse', '--verify', '--quiet', `${name}^{commit}`], {
+      gitdir: this.repo.git.gitdir,
+    });
+    const commit = r.stdout.toString('utf8').trim();
+    if (r.code !== 0 || !commit)
+      return refuse(
+        `--trust-from ${name} is not a commit of the specs repo`,
+        'name a commit of the watched branch (a full id from git log)',
+      );
+    let v: Verdict;
+    try {
+      v = await verifier.verify(commit);
+    } catch (e) {
+      return {
+        ...refuse(
+          `cannot check --trust-from ${name}: ${errText(e)}`,
+          'fix the host; checked again every pass',
+        ),
+        reason: Reason.VerificationError,
+      };
+    }
+    if (!v.ok)
+      return refuse(`--trust-from ${name}: ${v.message}`, v.fix ?? 'name a commit signed by a trusted key');
+    this.o.logger.info({ commit, signer: v.signer }, 'first verified commit named by --trust-from');
+    await this.moveAnchor({ commit, signer: v.signer ?? '' });
+    return undefined;
+  }
+
+  /**
    * A controller that took the status branch over adopts the anchor its previous holder recorded:
-   * only forward (a descendant of its own) and only a commit signed by a trusted key.
+   * only forward (a descendant of its own anchor, which it must have) and only a commit signed by a
+   * trusted key.
    */
   private async adoptRecorded(verifier: CommitVerifier): Promise<void> {
     const rec = this.sync.status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.verified?.commit;
-    if (!rec || rec === this.anchor?.commit || rec === this.recordSeen) return;
+    if (!this.anchor || !rec || rec === this.anchor.commit || rec === this.recordSeen) return;
     this.recordSeen = rec;
     try {
       const v = await verifier.verify(rec);
-      if (v.ok && (!this.anchor || (await verifier.descends(this.anchor.commit, rec)))) {
+      if (v.ok && (await verifier.descends(this.anchor.commit, rec))) {
         this.o.logger.info({ commit: rec }, 'adopted the last verified commit the status branch records');
         await this.moveAnchor({ commit: rec, signer: v.signer ?? '' });
         return;

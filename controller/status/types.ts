@@ -104,6 +104,11 @@ export const Reason = {
   NotDescendant: 'NotDescendant',
   /** (Source) The signature could not be checked (ssh-keygen missing, the file unreadable). */
   VerificationError: 'VerificationError',
+  /**
+   * (Source) No verified commit to measure a rollback against: a fresh data dir and no
+   * `--trust-from`. Nothing is acted on until the operator names one.
+   */
+  Unanchored: 'Unanchored',
 } as const;
 
 /** One aspect of a status, Kubernetes-style: True, False or Unknown, with the reason why. */
