@@ -10,7 +10,14 @@ import { readFile } from 'node:fs/promises';
 import { AdvError, ErrorCode, age } from '../../controller/index.js';
 import { Agent, AgentFatal } from '../../runtime/agent/agent.js';
 import { detectCapabilities } from '../../runtime/agent/capabilities.js';
-import { AGENTS_ADMIN_API, type AgentPolicy, type AgentSummary } from '../../runtime/agent/protocol.js';
+import {
+  AGENT_LIMITS,
+  AGENTS_ADMIN_API,
+  LABEL_KEY,
+  LABEL_VALUE,
+  type AgentPolicy,
+  type AgentSummary,
+} from '../../runtime/agent/protocol.js';
 import { callController, controllerTarget, type TargetOpts } from '../controller-api.js';
 import { renderTable } from '../format.js';
 import { makeLogger } from '../logger.js';
@@ -34,18 +41,35 @@ interface AgentOpts {
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
-/** `k=v` pairs → a map; a malformed one is a usage error naming the flag. */
+/** `k=v` pairs → a map; a malformed one (or too many) is a usage error naming the flag. */
 function pairs(list: string[], flag: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const item of list) {
-    const m = /^([A-Za-z0-9._/-]{1,253})=([A-Za-z0-9._-]{0,63})$/.exec(item);
-    if (!m)
+    const at = item.indexOf('=');
+    const [k, v] = [item.slice(0, at), item.slice(at + 1)];
+    if (at < 0 || !LABEL_KEY.test(k) || !LABEL_VALUE.test(v))
       throw new AdvError(ErrorCode.UsageError, `${flag} "${printable(item)}" is not key=value`, {
-        hint: `write ${flag} team=vision (letters, digits, . _ - /)`,
+        hint: `write ${flag} team=vision (letters, digits, . _ - /; a value of at most 63)`,
       });
-    out[m[1]!] = m[2]!;
+    out[k] = v;
   }
+  if (Object.keys(out).length > AGENT_LIMITS.labels)
+    throw new AdvError(ErrorCode.UsageError, `at most ${AGENT_LIMITS.labels} ${flag} are accepted`);
   return out;
+}
+
+/** Run-name globs as the controller accepts them (it refuses a claim with more or longer ones). */
+function globs(list: string[], flag: string): string[] {
+  const long = list.find((g) => g.length > AGENT_LIMITS.globLength);
+  if (list.length > AGENT_LIMITS.globs || long !== undefined)
+    throw new AdvError(
+      ErrorCode.UsageError,
+      long !== undefined
+        ? `${flag} "${printable(long.slice(0, 40))}…" is longer than ${AGENT_LIMITS.globLength} characters`
+        : `at most ${AGENT_LIMITS.globs} ${flag} are accepted`,
+      { hint: 'run names are at most 63 characters; one glob with * covers many' },
+    );
+  return list;
 }
 
 /** This host's name as an agent name: a DNS label. */
@@ -180,8 +204,8 @@ Examples:
           hint: 'use lowercase letters, digits and -, at most 63',
         });
       const policy: AgentPolicy = {
-        ...(opts.acceptRun.length ? { runs: opts.acceptRun } : {}),
-        ...(opts.denyRun.length ? { denyRuns: opts.denyRun } : {}),
+        ...(opts.acceptRun.length ? { runs: globs(opts.acceptRun, '--accept-run') } : {}),
+        ...(opts.denyRun.length ? { denyRuns: globs(opts.denyRun, '--deny-run') } : {}),
         ...(opts.acceptLabel.length ? { labels: pairs(opts.acceptLabel, '--accept-label') } : {}),
         ...(opts.denyLabel.length ? { denyLabels: pairs(opts.denyLabel, '--deny-label') } : {}),
       };

@@ -97,6 +97,37 @@ describe('the agent API over HTTP', () => {
     );
   });
 
+  it('bounds an agent’s policy, and matches a pathological glob without stalling the controller', async () => {
+    const claim = (policy: unknown) =>
+      post(`${AGENT_API}/claims?wait=0`, { capabilities: caps, policy }, agentToken);
+    const many = await claim({ runs: Array.from({ length: 65 }, (_, i) => `r${i}-*`) });
+    expect(many.status).toBe(400);
+    expect(((await many.json()) as { error: string }).error).toBe('policy.runs has 65 globs: at most 64');
+    const long = await claim({ denyRuns: ['x'.repeat(254)] });
+    expect(((await long.json()) as { error: string }).error).toMatch(
+      /^policy.denyRuns: a glob is longer than 253 characters/,
+    );
+    expect((await claim({ labels: { 'bad key': 'x' } })).status).toBe(400);
+    // 250 stars: a backtracking regex would take longer than the age of the universe.
+    hub.enqueue('desks', [
+      {
+        jobName: 'adv-fork-mid-2026-01-21-001-1',
+        run: 'fork-mid-2026-01-21-001',
+        attempt: 1,
+        spec: { command: ['true'] },
+        argv: ['true'],
+        code: { commit: 'c0ffee' },
+        env: {},
+        secretEnv: {},
+      },
+    ]);
+    expect((await claim({ runs: ['*'.repeat(250) + '!'] })).status).toBe(204);
+    const healthy = await fetch(`${base}${AGENTS_ADMIN_API}`, {
+      headers: { authorization: 'Bearer operator' },
+    });
+    expect(healthy.status).toBe(200);
+  });
+
   it('keeps the operators’ routes for the API token', async () => {
     expect(
       (await fetch(base + AGENTS_ADMIN_API, { headers: { authorization: `Bearer ${agentToken}` } })).status,

@@ -17,6 +17,7 @@ import {
 import { bearerToken } from '../../api-token.js';
 import { readBody } from '../../request-body.js';
 import type { HttpHandler } from '../types.js';
+import { checkLabels, checkPolicy, checkPools } from './checks.js';
 import type { AgentHub, Refusal } from './hub.js';
 
 /** Agents send capabilities, labels and small reports: nothing near this. */
@@ -65,26 +66,12 @@ function badCapabilities(c: unknown): string | undefined {
   return undefined;
 }
 
-const isStringMap = (v: unknown) =>
-  typeof v === 'object' &&
-  v !== null &&
-  !Array.isArray(v) &&
-  Object.values(v).every((x) => typeof x === 'string');
-const isStringList = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
-const badLabels = (v: unknown) =>
-  v === undefined || isStringMap(v) ? undefined : 'labels must map names to strings';
-const badPools = (v: unknown) =>
-  v === undefined || isStringList(v) ? undefined : 'pools must be a list of names';
-function badPolicy(v: unknown): string | undefined {
+/** Why an optional field is refused, or undefined when it is absent or fine. */
+const errorOf = (v: unknown, check: (v: unknown) => { error: string } | object): string | undefined => {
   if (v === undefined) return undefined;
-  const p = v as Record<string, unknown>;
-  if (typeof v !== 'object' || v === null) return 'policy must be an object';
-  for (const k of ['runs', 'denyRuns'] as const)
-    if (p[k] !== undefined && !isStringList(p[k])) return `policy.${k} must be a list of globs`;
-  for (const k of ['labels', 'denyLabels'] as const)
-    if (p[k] !== undefined && !isStringMap(p[k])) return `policy.${k} must map names to strings`;
-  return undefined;
-}
+  const c = check(v);
+  return 'error' in c ? c.error : undefined;
+};
 
 const epochOf = (v: unknown): number | undefined =>
   Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
@@ -103,7 +90,10 @@ export function agentApi(hub: AgentHub): HttpHandler {
         return send(res, 400, {
           error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63',
         });
-      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPools(body.pools);
+      const bad =
+        badCapabilities(body.capabilities) ??
+        errorOf(body.labels, checkLabels) ??
+        errorOf(body.pools, checkPools);
       if (bad) return send(res, 400, { error: bad });
       const out = hub.register(body);
       return refused(out)
@@ -122,7 +112,10 @@ export function agentApi(hub: AgentHub): HttpHandler {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
       const body = await jsonBody<ClaimRequest>(req, res);
       if (!body) return;
-      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPolicy(body.policy);
+      const bad =
+        badCapabilities(body.capabilities) ??
+        errorOf(body.labels, checkLabels) ??
+        errorOf(body.policy, checkPolicy);
       if (bad) return send(res, 400, { error: bad });
       const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
       const waitMs = Math.max(0, Math.min(MAX_CLAIM_WAIT_SEC, Number.isFinite(wait) ? wait : 0)) * 1000;
