@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -126,6 +126,49 @@ describe('the agent API over HTTP', () => {
       headers: { authorization: 'Bearer operator' },
     });
     expect(healthy.status).toBe(200);
+  });
+
+  it('refuses capabilities of the wrong type or size with what is wrong, and journals nothing that changes nothing', async () => {
+    const error = async (r: Response) => ((await r.json()) as { error: string }).error;
+    const register = (capabilities: unknown) =>
+      post(`${AGENT_API}/register`, { enrollToken: TOKEN, name: 'odd', capabilities });
+    const { os: _os, ...noOs } = caps;
+    for (const [bad, why] of [
+      [noOs, 'capabilities.os must be a string of 1 to 128 characters'],
+      [
+        { ...caps, hostname: 'h'.repeat(254) },
+        'capabilities.hostname must be a string of 1 to 253 characters',
+      ],
+      [{ ...caps, cuda: 12.4 }, 'capabilities.cuda must be a string of 1 to 128 characters'],
+      [{ ...caps, cores: 2.5 }, 'capabilities.cores must be a whole number ≥ 1'],
+      [{ ...caps, ramGiB: 'lots' }, 'capabilities.ramGiB must be a number of GiB ≥ 0'],
+      [{ ...caps, gpus: Array.from({ length: 65 }, () => ({ name: 'L4', vramGiB: 24 })) }, 'at most 64'],
+      [{ ...caps, gpus: [{ name: 'x'.repeat(129), vramGiB: 24 }] }, 'capabilities.gpus: each must be'],
+    ] as const) {
+      const r = await register(bad);
+      expect(r.status).toBe(400);
+      expect(await error(r)).toContain(why);
+    }
+    // (A policy that takes nothing: the queue is not what this test is about.)
+    const claim = (capabilities: unknown) =>
+      post(`${AGENT_API}/claims?wait=0`, { capabilities, policy: { runs: ['none'] } }, agentToken);
+    expect(await error(await claim({ ...caps, torch: ['2.3'] }))).toContain(
+      'capabilities.torch must be a string',
+    );
+    // The same host in another key order, with a field the controller does not know: not journaled.
+    const journal = join(dir, 'agents', 'journal.jsonl');
+    const before = (await stat(journal)).size;
+    const reordered = {
+      gpus: [],
+      node: 'v20',
+      os: 'linux',
+      ramGiB: 4,
+      cores: 2,
+      hostname: 'h',
+      padding: 'x'.repeat(100_000),
+    };
+    expect((await claim(reordered)).status).toBe(204);
+    expect((await stat(journal)).size).toBe(before);
   });
 
   it('keeps the operators’ routes for the API token', async () => {

@@ -8,21 +8,18 @@ import {
   AGENT_API,
   AGENTS_ADMIN_API,
   MAX_CLAIM_WAIT_SEC,
-  type ClaimRequest,
   type CompleteRequest,
   type FailRequest,
   type HeartbeatRequest,
-  type RegisterRequest,
 } from '../../../runtime/agent/protocol.js';
 import { bearerToken } from '../../api-token.js';
 import { readBody } from '../../request-body.js';
 import type { HttpHandler } from '../types.js';
-import { checkLabels, checkPolicy, checkPools } from './checks.js';
+import { checkClaim, checkRegister } from './checks.js';
 import type { AgentHub, Refusal } from './hub.js';
 
 /** Agents send capabilities, labels and small reports: nothing near this. */
 const MAX_BODY = 256 * 1024;
-const AGENT_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const JOB_PATH = /^\/jobs\/([a-z0-9][a-z0-9.-]{0,252})\/(heartbeat|complete|fail|release|code)$/;
 const ADMIN_PATH = /^\/([a-z0-9][a-z0-9-]{0,62})\/(drain|resume|revoke)$/;
 const UNAUTHORIZED = { 'www-authenticate': 'Bearer realm="adventuretime-agent"' };
@@ -49,30 +46,6 @@ async function jsonBody<T>(req: IncomingMessage, res: ServerResponse): Promise<T
   return undefined;
 }
 
-/** What a capabilities object must hold to be matched against runs. */
-function badCapabilities(c: unknown): string | undefined {
-  const x = c as Record<string, unknown> | undefined;
-  if (!x || typeof x !== 'object') return 'capabilities missing';
-  if (typeof x.hostname !== 'string' || typeof x.cores !== 'number' || typeof x.ramGiB !== 'number')
-    return 'capabilities need hostname, cores and ramGiB';
-  if (
-    !Array.isArray(x.gpus) ||
-    !x.gpus.every(
-      (g: { name?: unknown; vramGiB?: unknown }) =>
-        typeof g?.name === 'string' && typeof g?.vramGiB === 'number',
-    )
-  )
-    return 'capabilities.gpus must be a list of {name, vramGiB}';
-  return undefined;
-}
-
-/** Why an optional field is refused, or undefined when it is absent or fine. */
-const errorOf = (v: unknown, check: (v: unknown) => { error: string } | object): string | undefined => {
-  if (v === undefined) return undefined;
-  const c = check(v);
-  return 'error' in c ? c.error : undefined;
-};
-
 const epochOf = (v: unknown): number | undefined =>
   Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 
@@ -82,20 +55,13 @@ export function agentApi(hub: AgentHub): HttpHandler {
     const path = fullPath.slice(AGENT_API.length);
     if (path === '/register') {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
-      const body = await jsonBody<RegisterRequest>(req, res);
+      const body = await jsonBody<Record<string, unknown>>(req, res);
       if (!body) return;
       if (typeof body.enrollToken !== 'string' || !body.enrollToken)
         return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
-      if (typeof body.name !== 'string' || !AGENT_NAME.test(body.name))
-        return send(res, 400, {
-          error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63',
-        });
-      const bad =
-        badCapabilities(body.capabilities) ??
-        errorOf(body.labels, checkLabels) ??
-        errorOf(body.pools, checkPools);
-      if (bad) return send(res, 400, { error: bad });
-      const out = hub.register(body);
+      const checked = checkRegister(body);
+      if ('error' in checked) return send(res, 400, { error: checked.error });
+      const out = hub.register(checked.value);
       return refused(out)
         ? send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {})
         : send(res, 201, out);
@@ -110,17 +76,14 @@ export function agentApi(hub: AgentHub): HttpHandler {
       );
     if (path === '/claims') {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
-      const body = await jsonBody<ClaimRequest>(req, res);
+      const body = await jsonBody<Record<string, unknown>>(req, res);
       if (!body) return;
-      const bad =
-        badCapabilities(body.capabilities) ??
-        errorOf(body.labels, checkLabels) ??
-        errorOf(body.policy, checkPolicy);
-      if (bad) return send(res, 400, { error: bad });
+      const checked = checkClaim(body);
+      if ('error' in checked) return send(res, 400, { error: checked.error });
       const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
       const waitMs = Math.max(0, Math.min(MAX_CLAIM_WAIT_SEC, Number.isFinite(wait) ? wait : 0)) * 1000;
       const alive = () => !req.socket.destroyed && !res.writableEnded;
-      const claim = await hub.claim(agent, body, waitMs, alive);
+      const claim = await hub.claim(agent, checked.value, waitMs, alive);
       if (!alive()) return; // the agent hung up: a claim made meanwhile expires with its lease
       return claim
         ? send(res, 200, claim)

@@ -4,7 +4,15 @@
  * each check either returns the value as the hub keeps it (known fields only) or the sentence a
  * 400 answers with: what is wrong and what is expected.
  */
-import { AGENT_LIMITS, LABEL_KEY, LABEL_VALUE, type AgentPolicy } from '../../../runtime/agent/protocol.js';
+import {
+  AGENT_LIMITS,
+  LABEL_KEY,
+  LABEL_VALUE,
+  type AgentCapabilities,
+  type AgentPolicy,
+  type ClaimRequest,
+  type RegisterRequest,
+} from '../../../runtime/agent/protocol.js';
 
 /** A value as the hub keeps it, or why it is refused. */
 export type Checked<T> = { value: T } | { error: string };
@@ -59,4 +67,100 @@ export function checkPolicy(v: unknown): Checked<AgentPolicy> {
     out[k] = labels.value;
   }
   return { value: out };
+}
+
+/** A text field of capabilities: a string of 1 to `max` characters, or why not. */
+function textError(v: unknown, field: string, max: number, example: string): string | undefined {
+  if (typeof v === 'string' && v.length > 0 && v.length <= max) return undefined;
+  return `capabilities.${field} must be a string of 1 to ${max} characters (like ${example})`;
+}
+
+const numberIn = (v: unknown, min: number, max: number): v is number =>
+  typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max;
+
+/**
+ * The host's capabilities as `adv agent` detects them, with only the known fields kept (in one
+ * order, so an unchanged host compares equal): every string and list bounded, every type checked,
+ * so no record breaks matching or the operators' table, and none makes the journal grow.
+ */
+export function checkCapabilities(c: unknown): Checked<AgentCapabilities> {
+  if (!isObject(c)) return { error: 'capabilities missing: send what adv agent detects' };
+  const L = AGENT_LIMITS;
+  const bad =
+    textError(c.hostname, 'hostname', L.hostname, '"desk-3.lab"') ??
+    (Number.isSafeInteger(c.cores) && numberIn(c.cores, 1, 1 << 20)
+      ? undefined
+      : 'capabilities.cores must be a whole number ≥ 1') ??
+    (numberIn(c.ramGiB, 0, 1 << 30) ? undefined : 'capabilities.ramGiB must be a number of GiB ≥ 0') ??
+    textError(c.os, 'os', L.text, '"linux 6.8.0"') ??
+    textError(c.node, 'node', L.text, '"v20.11.1"') ??
+    (['python', 'torch', 'cuda'] as const)
+      .map((k) => (c[k] === undefined ? undefined : textError(c[k], k, L.text, '"12.4"')))
+      .find(Boolean);
+  if (bad) return { error: bad };
+  const gpus = c.gpus;
+  if (!Array.isArray(gpus) || gpus.length > L.gpus)
+    return { error: `capabilities.gpus must be a list of at most ${L.gpus} {name, vramGiB}` };
+  for (const g of gpus as unknown[])
+    if (
+      !isObject(g) ||
+      typeof g.name !== 'string' ||
+      !g.name.length ||
+      g.name.length > L.gpuName ||
+      !numberIn(g.vramGiB, 0, 1 << 20)
+    )
+      return {
+        error: `capabilities.gpus: each must be {name: a string of 1 to ${L.gpuName} characters, vramGiB: a number ≥ 0}`,
+      };
+  return {
+    value: {
+      hostname: c.hostname as string,
+      cores: c.cores as number,
+      ramGiB: c.ramGiB as number,
+      os: c.os as string,
+      node: c.node as string,
+      ...(c.python !== undefined ? { python: c.python as string } : {}),
+      ...(c.torch !== undefined ? { torch: c.torch as string } : {}),
+      ...(c.cuda !== undefined ? { cuda: c.cuda as string } : {}),
+      gpus: (gpus as { name: string; vramGiB: number }[]).map((g) => ({ name: g.name, vramGiB: g.vramGiB })),
+    },
+  };
+}
+
+/** An agent's name: a DNS label (it names the agent in status messages and `adv get agents`). */
+const AGENT_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** An enrollment, the token aside (checked by the hub): name, capabilities, labels and pools. */
+export function checkRegister(b: Record<string, unknown>): Checked<RegisterRequest> {
+  if (typeof b.name !== 'string' || !AGENT_NAME.test(b.name))
+    return { error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63' };
+  const capabilities = checkCapabilities(b.capabilities);
+  if ('error' in capabilities) return capabilities;
+  const labels = b.labels === undefined ? { value: {} } : checkLabels(b.labels);
+  if ('error' in labels) return labels;
+  const pools = b.pools === undefined ? undefined : checkPools(b.pools);
+  if (pools && 'error' in pools) return pools;
+  return {
+    value: {
+      enrollToken: String(b.enrollToken),
+      name: b.name,
+      capabilities: capabilities.value,
+      labels: labels.value,
+      ...(pools?.value.length ? { pools: pools.value } : {}),
+    },
+  };
+}
+
+/**
+ * A claim: the host's capabilities now and its owner's policy. Its labels are checked but not
+ * kept: an agent's labels are those it enrolled with (a Backend's `selector` matches them).
+ */
+export function checkClaim(b: Record<string, unknown>): Checked<ClaimRequest> {
+  const capabilities = checkCapabilities(b.capabilities);
+  if ('error' in capabilities) return capabilities;
+  const labels = b.labels === undefined ? undefined : checkLabels(b.labels);
+  if (labels && 'error' in labels) return labels;
+  const policy = b.policy === undefined ? undefined : checkPolicy(b.policy);
+  if (policy && 'error' in policy) return policy;
+  return { value: { capabilities: capabilities.value, ...(policy ? { policy: policy.value } : {}) } };
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -153,7 +153,10 @@ describe('AgentHub', () => {
     expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: true });
   });
 
-  it('rewrites a journal that has grown well past what it describes, keeping the state', async () => {
+  it('rewrites a journal that has grown well past what it describes at start, keeping the state', async () => {
+    hub.close();
+    hub = new AgentHub(dir, pino({ level: 'silent' }), now, { compactAtBytes: 1 << 30 });
+    hub.attach(binding());
     const a = enroll(hub, 'a');
     hub.enqueue(
       'desks',
@@ -166,10 +169,86 @@ describe('AgentHub', () => {
     const lines = async () => (await readFile(file, 'utf8')).trim().split('\n').length;
     expect(await lines()).toBeGreaterThan(1400);
     hub.close();
-    hub = open();
+    hub = new AgentHub(dir, pino({ level: 'silent' }), now, { compactAtBytes: 64 << 10 });
+    hub.attach(binding());
     expect(await lines()).toBeLessThan(10);
     expect(hub.has('adv-old1-1')).toBe(false);
     expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: false });
+  });
+
+  it('keeps the journal bounded while running, under a stream of distinct capabilities, and loses nothing', async () => {
+    hub.close();
+    hub = new AgentHub(dir, pino({ level: 'silent' }), now, { compactAtBytes: 16 << 10 });
+    hub.attach(binding({ staleAfterSec: 100 }));
+    const a = enroll(hub, 'a');
+    hub.enqueue('desks', [request('r'), request('s')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    const s = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    const exit = { exitCode: 0, reason: 'Completed' as const, startedAt: '', finishedAt: '' };
+    expect(hub.complete(a, s.job, { epoch: s.epoch, exit })).toEqual({ ok: true });
+    hub.observe('desks', [], new Set([c.job])); // the highest epoch's claim is forgotten
+    const file = join(dir, 'agents', 'journal.jsonl');
+    let largest = 0;
+    // 500 changes of a 253-character host name, each a minute apart (so each is journaled): ~200 KB unbounded.
+    for (let i = 0; i < 500; i++) {
+      t += 61_000;
+      expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: false });
+      const hostname = `${i}-`.padEnd(253, 'h');
+      await hub.claim(a, { capabilities: { ...caps, hostname } }, 0, () => true);
+      if (i % 20 === 0) largest = Math.max(largest, (await stat(file)).size);
+    }
+    expect(largest).toBeLessThan(5 * (16 << 10));
+    expect((await stat(file)).size).toBeLessThan(5 * (16 << 10));
+    hub.close();
+    hub = open();
+    expect(hub.summaries()[0]?.capabilities.hostname).toBe('499-'.padEnd(253, 'h'));
+    expect(hub.heartbeat(a, c.job, { epoch: c.epoch })).toMatchObject({ cancel: false });
+    // The epoch counter survives compaction: a new claim never reuses an epoch handed out before.
+    hub.enqueue('desks', [request('q')]);
+    expect(await hub.claim(a, { capabilities: caps }, 0, () => true)).toMatchObject({
+      job: 'adv-q-1',
+      epoch: s.epoch + 1,
+    });
+  }, 60_000);
+
+  it('journals a capability change at most once a minute per agent, and none that changes nothing', async () => {
+    const a = enroll(hub, 'a');
+    const file = join(dir, 'agents', 'journal.jsonl');
+    const size = async () => (await stat(file)).size;
+    const before = await size();
+    await hub.claim(a, { capabilities: caps }, 0, () => true);
+    expect(await size()).toBe(before);
+    await hub.claim(a, { capabilities: { ...caps, cores: 8 } }, 0, () => true);
+    const once = await size();
+    expect(once).toBeGreaterThan(before);
+    for (let i = 0; i < 50; i++)
+      await hub.claim(a, { capabilities: { ...caps, cores: 9 + i } }, 0, () => true);
+    expect(await size()).toBe(once);
+    expect(hub.summaries()[0]?.capabilities.cores).toBe(58); // kept, in memory
+    t += 61_000;
+    await hub.claim(a, { capabilities: { ...caps, cores: 2 } }, 0, () => true);
+    expect(await size()).toBeGreaterThan(once);
+  });
+
+  it('matches a Backend’s selector against the labels an agent enrolled with, not those a claim sends', async () => {
+    hub.close();
+    hub = new AgentHub(dir, pino({ level: 'silent' }), now);
+    hub.attach(binding({ selector: { room: 'b12' } }));
+    const plain = enroll(hub, 'plain');
+    hub.enqueue('desks', [request('r')]);
+    expect(
+      await hub.claim(plain, { capabilities: caps, labels: { room: 'b12' } }, 0, () => true),
+    ).toBeUndefined();
+    expect(hub.summaries()[0]?.labels).toEqual({});
+    const e = hub.register({
+      enrollToken: TOKEN,
+      name: 'b12',
+      capabilities: caps,
+      labels: { room: 'b12' },
+    }) as Enrolled;
+    expect(await hub.claim(hub.authenticate(e.token)!, { capabilities: caps }, 0, () => true)).toMatchObject({
+      job: 'adv-r-1',
+    });
   });
 
   it('drain stops new claims, revoke stops the token', async () => {

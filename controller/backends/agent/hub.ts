@@ -93,6 +93,8 @@ interface JobRec extends QueuedJob {
 
 type Entry =
   | { op: 'agent'; a: AgentRec }
+  /** The highest epoch handed out (a compacted journal may no longer hold its claim). */
+  | { op: 'epoch'; n: number }
   | { op: 'queue'; j: QueuedJob }
   | { op: 'claim'; job: string; agent: string; epoch: number; at: string }
   | { op: 'start'; job: string; at: string }
@@ -116,6 +118,19 @@ interface Waiter {
 
 /** An agent not heard from for this long shows as Offline (a long poll lasts at most 50 s). */
 const OFFLINE_AFTER_MS = 90_000;
+/**
+ * An agent's changed capabilities are journaled at most this often; in between they are kept in
+ * memory only (every claim sends them again, and claims match what the claim sends), so an agent
+ * that varies them at each claim cannot make the hub write and flush an entry per request.
+ */
+const CAPABILITIES_JOURNALED_EVERY_MS = 60_000;
+/** The journal is rewritten compact once it is past this and four times what it held after the last rewrite. */
+const COMPACT_AT_BYTES = 1 << 20;
+
+export interface HubOptions {
+  /** Default `COMPACT_AT_BYTES`; tests make it small. */
+  compactAtBytes?: number;
+}
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -132,19 +147,23 @@ export class AgentHub {
   private readonly bindings = new Map<string, PoolBinding>();
   private waiters: Waiter[] = [];
   private readonly closers: (() => void)[] = [];
+  private readonly capabilitiesJournaledAt = new Map<string, number>();
   private epoch = 0;
+  private readonly compactMin: number;
+  private compactAt: number;
 
   constructor(
     dataDir: string,
     private readonly logger: Logger,
     private readonly now: () => number,
+    opts: HubOptions = {},
   ) {
     this.journal = new Journal(join(dataDir, 'agents', 'journal.jsonl'));
     for (const e of this.journal.replay()) this.apply(e);
     const t = this.now();
     for (const j of this.jobs.values()) if (j.agent && !j.end) this.lastBeat.set(j.job, t);
-    if (this.journal.length > 1000 && this.journal.length > 4 * (this.agents.size + this.jobs.size))
-      this.journal.rewrite(this.snapshot());
+    this.compactMin = this.compactAt = opts.compactAtBytes ?? COMPACT_AT_BYTES;
+    this.compactIfGrown();
   }
 
   // --- the Backend side ---------------------------------------------------------------------
@@ -356,15 +375,21 @@ export class AgentHub {
     });
   }
 
-  /** An agent's capabilities are detected again at each start: keep the newest (journaled when they change). */
+  /**
+   * An agent's capabilities are detected again at each start: keep the newest (journaled when they
+   * change, at most every `CAPABILITIES_JOURNALED_EVERY_MS`). Its labels are not taken from a
+   * claim: they are those it enrolled with, so a Backend's `selector` means what enrollment said.
+   */
   private noteCapabilities(agent: AgentRec, req: ClaimRequest): void {
-    const labels = req.labels ?? agent.labels;
-    if (
-      JSON.stringify(req.capabilities) === JSON.stringify(agent.capabilities) &&
-      JSON.stringify(labels) === JSON.stringify(agent.labels)
-    )
-      return;
-    this.commit({ op: 'agent', a: { ...agent, capabilities: req.capabilities, labels } });
+    const a = this.agents.get(agent.name);
+    if (!a || a.tokenHash !== agent.tokenHash) return;
+    if (JSON.stringify(req.capabilities) === JSON.stringify(a.capabilities)) return;
+    const next: AgentRec = { ...a, capabilities: req.capabilities };
+    const t = this.now();
+    if (t - (this.capabilitiesJournaledAt.get(a.name) ?? -Infinity) < CAPABILITIES_JOURNALED_EVERY_MS)
+      return void this.agents.set(a.name, next); // journaled with its next change or compaction
+    this.capabilitiesJournaledAt.set(a.name, t);
+    this.commit({ op: 'agent', a: next });
   }
 
   heartbeat(agent: AgentRec, job: string, body: HeartbeatRequest): HeartbeatAnswer | Refusal {
@@ -580,6 +605,16 @@ export class AgentHub {
   private commit(...entries: Entry[]): void {
     this.journal.append(...entries);
     for (const e of entries) this.apply(e);
+    this.compactIfGrown();
+  }
+
+  /** Rewrites the journal as a snapshot once it has grown well past what it describes. */
+  private compactIfGrown(): void {
+    if (this.journal.bytes <= this.compactAt) return;
+    const before = this.journal.bytes;
+    this.journal.rewrite(this.snapshot());
+    this.compactAt = Math.max(this.compactMin, 4 * this.journal.bytes);
+    this.logger.debug({ before, after: this.journal.bytes }, 'agent journal compacted');
   }
 
   private apply(e: Entry): void {
@@ -591,6 +626,9 @@ export class AgentHub {
         if (!e.a.revoked) this.byToken.set(e.a.tokenHash, e.a.name);
         return;
       }
+      case 'epoch':
+        this.epoch = Math.max(this.epoch, e.n);
+        return;
       case 'queue':
         this.jobs.set(e.j.job, { ...e.j });
         this.queued.add(e.j.job);
@@ -633,7 +671,8 @@ export class AgentHub {
 
   /** The state as the fewest entries that rebuild it. */
   private snapshot(): Entry[] {
-    const out: Entry[] = [...this.agents.values()].map((a) => ({ op: 'agent', a }) as Entry);
+    const out: Entry[] = [{ op: 'epoch', n: this.epoch }];
+    for (const a of this.agents.values()) out.push({ op: 'agent', a });
     for (const j of this.jobs.values()) {
       const { agent, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
       out.push({ op: 'queue', j: q });
