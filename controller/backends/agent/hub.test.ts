@@ -1,4 +1,5 @@
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -8,6 +9,7 @@ import type { JobRequest } from '../types.js';
 import { AgentHub, type AgentRec, type PoolBinding, type Refusal } from './hub.js';
 
 const TOKEN = 'the-enrollment-token-0123456789';
+const iso = (ms: number) => new Date(ms).toISOString();
 const caps: AgentCapabilities = { hostname: 'h', cores: 4, ramGiB: 16, os: 'linux', node: 'v20', gpus: [] };
 const gpuCaps: AgentCapabilities = { ...caps, cuda: '12.4', gpus: [{ name: 'NVIDIA L4', vramGiB: 24 }] };
 
@@ -249,6 +251,72 @@ describe('AgentHub', () => {
     expect(await hub.claim(hub.authenticate(e.token)!, { capabilities: caps }, 0, () => true)).toMatchObject({
       job: 'adv-r-1',
     });
+  });
+
+  it('revoke ends the agent’s claims at once, and a new enrollment of its name inherits none of them', async () => {
+    const evil = enroll(hub, 'evil1');
+    hub.enqueue('desks', [request('ag1')]);
+    const c = (await hub.claim(evil, { capabilities: caps }, 0, () => true)) as Claim;
+    expect(hub.heartbeat(evil, c.job, { epoch: c.epoch, startedAt: iso(t) })).toMatchObject({
+      cancel: false,
+    });
+    expect(hub.setAgent('evil1', 'revoke')).toMatchObject({ state: 'Revoked', jobs: [] });
+    const handle = { backend: 'desks', jobName: c.job, jobId: c.job };
+    expect(hub.observe('desks', [handle])[0]).toMatchObject({
+      state: 'Lost',
+      reason: 'AgentRevoked',
+      startedAt: iso(t),
+      message: expect.stringContaining('agent evil1 was revoked'),
+    });
+    const again = enroll(hub, 'evil1');
+    expect(hub.heartbeat(again, c.job, { epoch: c.epoch })).toMatchObject({ status: 409 });
+    const exit = { exitCode: 0, reason: 'Completed' as const, startedAt: '', finishedAt: '' };
+    expect(hub.complete(again, c.job, { epoch: c.epoch, exit })).toMatchObject({ status: 409 });
+    // Persisted: a restarted hub knows the claim ended, and still hands it to nobody.
+    hub.close();
+    hub = open();
+    expect(hub.observe('desks', [handle])[0]).toMatchObject({ state: 'Lost', reason: 'AgentRevoked' });
+    expect(hub.complete(again, c.job, { epoch: c.epoch, exit })).toMatchObject({ status: 409 });
+  });
+
+  it('binds a claim journaled before enrollments were recorded to the enrollment its agent had then', async () => {
+    hub.close();
+    const sha = (x: string) => createHash('sha256').update(x).digest('hex');
+    const rec = (token: string, revoked = false) => ({
+      name: 'old',
+      tokenHash: sha(token),
+      pools: ['desks'],
+      labels: {},
+      capabilities: caps,
+      enrolledAt: iso(t),
+      ...(revoked ? { revoked } : {}),
+    });
+    const q = {
+      job: 'adv-r-1',
+      backend: 'desks',
+      pool: 'desks',
+      run: 'r',
+      attempt: 1,
+      need: { gpus: 0, cuda: false },
+      runLabels: {},
+      queuedAt: iso(t),
+    };
+    const lines = [
+      { op: 'agent', a: rec('adva_first') },
+      { op: 'queue', j: q },
+      { op: 'claim', job: 'adv-r-1', agent: 'old', epoch: 1, at: iso(t) },
+      { op: 'agent', a: rec('adva_first', true) },
+      { op: 'agent', a: rec('adva_second') },
+    ];
+    await mkdir(join(dir, 'agents'), { recursive: true });
+    await writeFile(
+      join(dir, 'agents', 'journal.jsonl'),
+      lines.map((l) => JSON.stringify(l) + '\n').join(''),
+    );
+    hub = open();
+    const second = hub.authenticate('adva_second')!;
+    expect(second.name).toBe('old');
+    expect(hub.heartbeat(second, 'adv-r-1', { epoch: 1 })).toMatchObject({ status: 409 });
   });
 
   it('drain stops new claims, revoke stops the token', async () => {

@@ -84,6 +84,11 @@ interface JobEnd {
 
 interface JobRec extends QueuedJob {
   agent?: string;
+  /**
+   * The enrollment that holds the claim (its token's hash), not only the agent's name: a name
+   * revoked and enrolled again is a new identity, and inherits nothing of the old one's claims.
+   */
+  enrollment?: string;
   epoch?: number;
   claimedAt?: string;
   startedAt?: string;
@@ -96,7 +101,8 @@ type Entry =
   /** The highest epoch handed out (a compacted journal may no longer hold its claim). */
   | { op: 'epoch'; n: number }
   | { op: 'queue'; j: QueuedJob }
-  | { op: 'claim'; job: string; agent: string; epoch: number; at: string }
+  /** `enrollment` is absent from journals written before claims were bound to it: the name's enrollment then. */
+  | { op: 'claim'; job: string; agent: string; enrollment?: string; epoch: number; at: string }
   | { op: 'start'; job: string; at: string }
   | { op: 'cancel'; job: string }
   | { op: 'release'; job: string }
@@ -110,7 +116,7 @@ export interface Refusal {
 }
 
 interface Waiter {
-  agent: string;
+  agent: AgentRec;
   req: ClaimRequest;
   alive: () => boolean;
   resolve: (c: Claim | undefined) => void;
@@ -363,10 +369,10 @@ export class AgentHub {
     alive: () => boolean,
   ): Promise<Claim | undefined> {
     this.noteCapabilities(agent, req);
-    const now = this.tryClaim(agent.name, req);
+    const now = this.tryClaim(agent, req);
     if (now || waitMs <= 0) return Promise.resolve(now);
     return new Promise((resolve) => {
-      const w: Waiter = { agent: agent.name, req, alive, resolve: (c) => (clearTimeout(timer), resolve(c)) };
+      const w: Waiter = { agent, req, alive, resolve: (c) => (clearTimeout(timer), resolve(c)) };
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((x) => x !== w);
         resolve(undefined);
@@ -458,7 +464,7 @@ export class AgentHub {
   private held(agent: AgentRec, job: string, epoch: number): JobRec | Refusal {
     const j = this.jobs.get(job);
     if (j) this.expireIfStale(j);
-    if (!j || j.agent !== agent.name || j.epoch !== epoch || j.end)
+    if (!j || j.enrollment !== agent.tokenHash || j.epoch !== epoch || j.end)
       return {
         status: 409,
         error: `lease lost: agent ${agent.name} does not hold ${job} under epoch ${epoch}${j?.end ? ` (it ended ${j.end.state}: ${j.end.reason})` : ''}; stop it`,
@@ -471,7 +477,7 @@ export class AgentHub {
   summaries(): AgentSummary[] {
     const t = this.now();
     return [...this.agents.values()].map((a) => {
-      const jobs = [...this.jobs.values()].filter((j) => j.agent === a.name && !j.end).map((j) => j.job);
+      const jobs = this.claimsOf(a).map((j) => j.job);
       const seen = this.lastSeen.get(a.name);
       const state: AgentSummary['state'] = a.revoked
         ? 'Revoked'
@@ -495,20 +501,34 @@ export class AgentHub {
     });
   }
 
-  /** drain: no new claims (what it runs finishes); resume undoes it; revoke: its token stops working. */
+  /**
+   * drain: no new claims (what it runs finishes); resume undoes it; revoke: its token stops working
+   * and its claims end now, `Lost` (`AgentRevoked`), so their runs resume elsewhere: a revoked
+   * host is no longer trusted to run or report them, and no later enrollment of its name can.
+   */
   setAgent(name: string, change: 'drain' | 'resume' | 'revoke'): AgentSummary | Refusal {
     const a = this.agents.get(name);
     if (!a) return { status: 404, error: `no agent named ${name} is enrolled (adv get agents lists them)` };
     if (a.revoked && change !== 'revoke')
       return { status: 409, error: `agent ${name} is revoked: enroll it again` };
     const next = { ...a, ...(change === 'revoke' ? { revoked: true } : { drained: change === 'drain' }) };
-    this.commit({ op: 'agent', a: next });
+    const ended: Entry[] = (change === 'revoke' ? this.claimsOf(a) : []).map((j) => ({
+      op: 'end',
+      job: j.job,
+      end: {
+        state: JobState.Lost,
+        reason: 'AgentRevoked',
+        message: `agent ${name} was revoked by an operator while it held the attempt`,
+        ...(j.startedAt ? { startedAt: j.startedAt } : {}),
+      },
+    }));
+    this.commit({ op: 'agent', a: next }, ...ended);
     if (change !== 'drain') this.offer();
-    for (const w of this.waiters.filter((x) => x.agent === name && change !== 'resume')) {
+    for (const w of this.waiters.filter((x) => x.agent.name === name && change !== 'resume')) {
       this.waiters = this.waiters.filter((x) => x !== w);
       w.resolve(undefined);
     }
-    this.logger.info({ agent: name, change }, 'agent changed by an operator');
+    this.logger.info({ agent: name, change, ended: ended.length }, 'agent changed by an operator');
     return this.summaries().find((s) => s.name === name)!;
   }
 
@@ -548,10 +568,15 @@ export class AgentHub {
     });
   }
 
+  /** The live claims this enrollment holds. */
+  private claimsOf(a: AgentRec): JobRec[] {
+    return [...this.jobs.values()].filter((j) => j.enrollment === a.tokenHash && !j.end);
+  }
+
   /** The first queued attempt this agent can take, claimed for it; undefined when none fits. */
-  private tryClaim(agentName: string, req: ClaimRequest): Claim | undefined {
-    const a = this.agents.get(agentName);
-    if (!a || a.revoked || a.drained) return undefined;
+  private tryClaim(agent: AgentRec, req: ClaimRequest): Claim | undefined {
+    const a = this.agents.get(agent.name);
+    if (!a || a.tokenHash !== agent.tokenHash || a.revoked || a.drained) return undefined;
     for (const job of this.queued) {
       const j = this.jobs.get(job)!;
       const b = this.binding(j);
@@ -560,7 +585,7 @@ export class AgentHub {
       const r = this.requests.get(job) ?? b.requestFor(job);
       if (!r) continue; // no live attempt (yet): the sweep forgets it
       const epoch = this.epoch + 1;
-      this.commit({ op: 'claim', job, agent: a.name, epoch, at: iso(this.now()) });
+      this.commit({ op: 'claim', job, agent: a.name, enrollment: a.tokenHash, epoch, at: iso(this.now()) });
       this.lastBeat.set(job, this.now());
       this.logger.info({ job, agent: a.name, epoch }, 'attempt claimed');
       const leaseSec = b.staleAfterSec;
@@ -644,7 +669,12 @@ export class AgentHub {
     if (!j) return;
     switch (e.op) {
       case 'claim':
-        Object.assign(j, { agent: e.agent, epoch: e.epoch, claimedAt: e.at });
+        Object.assign(j, {
+          agent: e.agent,
+          enrollment: e.enrollment ?? this.agents.get(e.agent)?.tokenHash,
+          epoch: e.epoch,
+          claimedAt: e.at,
+        });
         this.epoch = Math.max(this.epoch, e.epoch);
         this.queued.delete(e.job);
         return;
@@ -656,6 +686,7 @@ export class AgentHub {
         return;
       case 'release':
         delete j.agent;
+        delete j.enrollment;
         delete j.epoch;
         delete j.claimedAt;
         this.queued.add(e.job);
@@ -674,10 +705,17 @@ export class AgentHub {
     const out: Entry[] = [{ op: 'epoch', n: this.epoch }];
     for (const a of this.agents.values()) out.push({ op: 'agent', a });
     for (const j of this.jobs.values()) {
-      const { agent, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
+      const { agent, enrollment, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
       out.push({ op: 'queue', j: q });
       if (agent && epoch !== undefined)
-        out.push({ op: 'claim', job: j.job, agent, epoch, at: claimedAt ?? q.queuedAt });
+        out.push({
+          op: 'claim',
+          job: j.job,
+          agent,
+          ...(enrollment ? { enrollment } : {}),
+          epoch,
+          at: claimedAt ?? q.queuedAt,
+        });
       if (startedAt) out.push({ op: 'start', job: j.job, at: startedAt });
       if (cancel) out.push({ op: 'cancel', job: j.job });
       if (end) out.push({ op: 'end', job: j.job, end });
