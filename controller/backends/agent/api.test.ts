@@ -7,10 +7,22 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_API, AGENTS_ADMIN_API } from '../../../runtime/agent/protocol.js';
 import { agentApi, agentsAdminApi } from './api.js';
+import type { JobRequest } from '../types.js';
 import { AgentHub } from './hub.js';
 
 const TOKEN = 'enrollment-token-for-api-tests';
 const caps = { hostname: 'h', cores: 2, ramGiB: 4, os: 'linux', node: 'v20', gpus: [] };
+
+const request = (run: string): JobRequest => ({
+  jobName: `adv-${run}-1`,
+  run,
+  attempt: 1,
+  spec: { command: ['true'] },
+  argv: ['true'],
+  code: { commit: 'c0ffee' },
+  env: {},
+  secretEnv: {},
+});
 
 describe('the agent API over HTTP', () => {
   let dir: string;
@@ -109,18 +121,7 @@ describe('the agent API over HTTP', () => {
     );
     expect((await claim({ labels: { 'bad key': 'x' } })).status).toBe(400);
     // 250 stars: a backtracking regex would take longer than the age of the universe.
-    hub.enqueue('desks', [
-      {
-        jobName: 'adv-fork-mid-2026-01-21-001-1',
-        run: 'fork-mid-2026-01-21-001',
-        attempt: 1,
-        spec: { command: ['true'] },
-        argv: ['true'],
-        code: { commit: 'c0ffee' },
-        env: {},
-        secretEnv: {},
-      },
-    ]);
+    hub.enqueue('desks', [request('fork-mid-2026-01-21-001')]);
     expect((await claim({ runs: ['*'.repeat(250) + '!'] })).status).toBe(204);
     const healthy = await fetch(`${base}${AGENTS_ADMIN_API}`, {
       headers: { authorization: 'Bearer operator' },
@@ -169,6 +170,51 @@ describe('the agent API over HTTP', () => {
     };
     expect((await claim(reordered)).status).toBe(204);
     expect((await stat(journal)).size).toBe(before);
+  });
+
+  it('takes only ISO times within the attempt’s life from an agent, and says what is wrong with an exit', async () => {
+    hub.enqueue('desks', [request('times')]);
+    const claimed = await post(
+      `${AGENT_API}/claims?wait=0`,
+      { capabilities: caps, policy: { runs: ['times'] } },
+      agentToken,
+    );
+    const { job, epoch } = (await claimed.json()) as { job: string; epoch: number };
+    expect(job).toBe('adv-times-1');
+    const say = async (verb: string, body: object) => {
+      const r = await post(`${AGENT_API}/jobs/${job}/${verb}`, { epoch, ...body }, agentToken);
+      return { status: r.status, error: ((await r.json()) as { error?: string }).error };
+    };
+    expect(await say('heartbeat', { startedAt: '\u001b[2Jnot-a-date' })).toEqual({
+      status: 400,
+      error: expect.stringMatching(/^startedAt must be an ISO-8601 time like/),
+    });
+    expect(await say('complete', {})).toEqual({
+      status: 400,
+      error:
+        "complete needs exit: adv exec's exit record {exitCode, reason, message?, startedAt, finishedAt}",
+    });
+    const exit = { exitCode: 0, reason: 'Completed', startedAt: '', finishedAt: new Date().toISOString() };
+    expect(await say('complete', { exit: { ...exit, exitCode: 'zero' } })).toMatchObject({
+      status: 400,
+      error: 'exit.exitCode must be a whole number from 0 to 255',
+    });
+    expect(await say('complete', { exit: { ...exit, finishedAt: '2020-01-01T00:00:00Z' } })).toMatchObject({
+      status: 400,
+      error: expect.stringContaining('is before the attempt was queued'),
+    });
+    expect(await say('complete', { exit: { ...exit, finishedAt: '2999-01-01T00:00:00Z' } })).toMatchObject({
+      status: 400,
+      error: expect.stringContaining('is in the future'),
+    });
+    // A clock a minute behind: accepted, and kept as a time within the attempt's life.
+    const behind = new Date(Date.now() - 60_000).toISOString().replace('Z', '+00:00');
+    expect(await say('heartbeat', { startedAt: behind })).toMatchObject({ status: 200 });
+    expect(await say('complete', { exit: { ...exit, startedAt: behind } })).toMatchObject({ status: 200 });
+    const [o] = hub.observe('desks', [{ backend: 'desks', jobName: job, jobId: job }]);
+    expect(o).toMatchObject({ state: 'Succeeded' });
+    expect(o!.startedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(o!.startedAt!)).toBeGreaterThan(Date.parse(behind));
   });
 
   it('keeps the operators’ routes for the API token', async () => {

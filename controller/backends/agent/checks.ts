@@ -11,6 +11,7 @@ import {
   type AgentCapabilities,
   type AgentPolicy,
   type ClaimRequest,
+  type CompleteRequest,
   type RegisterRequest,
 } from '../../../runtime/agent/protocol.js';
 
@@ -163,4 +164,69 @@ export function checkClaim(b: Record<string, unknown>): Checked<ClaimRequest> {
   const policy = b.policy === undefined ? undefined : checkPolicy(b.policy);
   if (policy && 'error' in policy) return policy;
   return { value: { capabilities: capabilities.value, ...(policy ? { policy: policy.value } : {}) } };
+}
+
+/** How far an agent's clock may be from the controller's before the times it reports are refused. */
+export const CLOCK_SKEW_MS = 5 * 60_000;
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/** When an attempt may have started or finished: not before it was queued, not after now (ms). */
+export interface TimeWindow {
+  from: number;
+  to: number;
+}
+
+/**
+ * A time an agent reports (its workload's start or end): ISO-8601, inside the attempt's window give
+ * or take `CLOCK_SKEW_MS`, returned normalized (UTC, ms) and clamped into the window — never as
+ * sent, so a status never shows a finish before the submit or text that is not a time. Absent or
+ * '' (adv exec never wrote it): undefined.
+ */
+export function checkTime(v: unknown, field: string, w: TimeWindow): Checked<string | undefined> {
+  if (v === undefined || v === '') return { value: undefined };
+  const t = typeof v === 'string' && ISO_TIME.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(t))
+    return {
+      error: `${field} must be an ISO-8601 time like 2026-01-21T10:00:00.000Z, not ${JSON.stringify(v).slice(0, 40)}`,
+    };
+  const when = (ms: number) => new Date(ms).toISOString();
+  if (t < w.from - CLOCK_SKEW_MS)
+    return {
+      error: `${field} ${when(t)} is before the attempt was queued (${when(w.from)}): check this host's clock`,
+    };
+  if (t > w.to + CLOCK_SKEW_MS)
+    return {
+      error: `${field} ${when(t)} is in the future (the controller's clock says ${when(w.to)}): check this host's clock`,
+    };
+  return { value: when(Math.min(w.to, Math.max(w.from, t))) };
+}
+
+/** `complete`'s exit record, as adv exec writes it: exit code, reason, message and times. */
+export function checkExit(v: unknown, w: TimeWindow): Checked<CompleteRequest['exit']> {
+  if (!isObject(v))
+    return {
+      error:
+        "complete needs exit: adv exec's exit record {exitCode, reason, message?, startedAt, finishedAt}",
+    };
+  if (!Number.isSafeInteger(v.exitCode) || (v.exitCode as number) < 0 || (v.exitCode as number) > 255)
+    return { error: 'exit.exitCode must be a whole number from 0 to 255' };
+  if (typeof v.reason !== 'string' || !/^[A-Za-z]{1,64}$/.test(v.reason))
+    return { error: 'exit.reason must be a word like Completed, Error or Preempted' };
+  if (v.message !== undefined && typeof v.message !== 'string')
+    return { error: 'exit.message must be a string' };
+  const started = checkTime(v.startedAt, 'exit.startedAt', w);
+  if ('error' in started) return started;
+  const finished = checkTime(v.finishedAt, 'exit.finishedAt', w);
+  if ('error' in finished) return finished;
+  if (started.value && finished.value && finished.value < started.value)
+    return { error: 'exit.finishedAt is before exit.startedAt' };
+  return {
+    value: {
+      exitCode: v.exitCode as number,
+      reason: v.reason as CompleteRequest['exit']['reason'],
+      ...(v.message ? { message: v.message.slice(0, 2000) } : {}),
+      startedAt: started.value ?? '',
+      finishedAt: finished.value ?? '',
+    },
+  };
 }

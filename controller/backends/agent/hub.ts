@@ -34,6 +34,7 @@ import {
   type JobRequest,
   type ObservedJob,
 } from '../types.js';
+import { checkExit, checkTime, type TimeWindow } from './checks.js';
 import { Journal } from './journal.js';
 import { needOf, policyAllows, selectorMatches, unfitBecause, type Need } from './match.js';
 
@@ -401,18 +402,19 @@ export class AgentHub {
   heartbeat(agent: AgentRec, job: string, body: HeartbeatRequest): HeartbeatAnswer | Refusal {
     const j = this.held(agent, job, body.epoch);
     if ('status' in j) return j;
+    const started = checkTime(body.startedAt, 'startedAt', this.window(j));
+    if ('error' in started) return { status: 400, error: started.error };
     this.lastBeat.set(job, this.now());
-    if (body.startedAt && !j.startedAt) this.commit({ op: 'start', job, at: body.startedAt });
+    if (started.value && !j.startedAt) this.commit({ op: 'start', job, at: started.value });
     return { cancel: Boolean(j.cancel), leaseSec: this.binding(j)?.staleAfterSec ?? 0 };
   }
 
   complete(agent: AgentRec, job: string, body: CompleteRequest): { ok: true } | Refusal {
     const j = this.held(agent, job, body.epoch);
     if ('status' in j) return j;
-    const o = observedFromExit(
-      { jobName: job, jobId: job },
-      { ...body.exit, reason: String(body.exit.reason) },
-    );
+    const exit = checkExit(body.exit, this.window(j));
+    if ('error' in exit) return { status: 400, error: exit.error };
+    const o = observedFromExit({ jobName: job, jobId: job }, exit.value);
     const end: JobEnd = {
       state: o.state,
       reason: o.reason ?? 'Completed',
@@ -423,6 +425,11 @@ export class AgentHub {
     };
     this.commit({ op: 'end', job, end });
     return { ok: true };
+  }
+
+  /** When a claimed attempt's workload may have started or ended: since it was queued, until now. */
+  private window(j: JobRec): TimeWindow {
+    return { from: Date.parse(j.queuedAt), to: this.now() };
   }
 
   fail(agent: AgentRec, job: string, body: FailRequest): { ok: true } | Refusal {
