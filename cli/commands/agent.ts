@@ -15,6 +15,7 @@ import {
   AGENTS_ADMIN_API,
   LABEL_KEY,
   LABEL_VALUE,
+  type AgentCapabilities,
   type AgentPolicy,
   type AgentSummary,
 } from '../../runtime/agent/protocol.js';
@@ -100,38 +101,42 @@ async function enrollToken(io: Io, file: string | undefined): Promise<string | u
   return io.env.ADV_AGENT_ENROLL_TOKEN?.trim() || undefined;
 }
 
-function showAgents(io: Io, agents: AgentSummary[], output: string): void {
+/** A cell from whatever a summary holds: a controller (or an agent's record) may lack a field or send another type. */
+const cell = (v: unknown): string =>
+  v === undefined || v === null || v === '' ? '-' : Array.isArray(v) ? v.map(cell).join(',') : String(v);
+
+/** One agent's row: each cell built on its own, so one odd record never breaks the operators' view. */
+function agentRow(a: AgentSummary, wide: boolean): string[] {
+  const c: Partial<Record<keyof AgentCapabilities, unknown>> = a.capabilities ?? {};
+  const gpus = Array.isArray(c.gpus) ? (c.gpus as { name?: unknown; vramGiB?: unknown }[]) : [];
+  const labels = typeof a.labels === 'object' && a.labels !== null ? Object.entries(a.labels) : [];
+  return [
+    cell(a.name),
+    cell(a.state),
+    cell(a.pools),
+    cell(c.hostname),
+    cell(c.cores),
+    c.ramGiB === undefined ? '-' : `${cell(c.ramGiB)} GiB`,
+    gpus.length ? `${gpus.length}× ${cell(gpus[0]?.name)} (${cell(gpus[0]?.vramGiB)} GiB)` : 'none',
+    cell(c.cuda),
+    typeof a.lastSeen === 'string' ? age(a.lastSeen) : 'never',
+    cell(a.jobs),
+    ...(wide
+      ? [cell(c.os), cell(c.python), cell(c.torch), cell(labels.map(([k, v]) => `${k}=${cell(v)}`))]
+      : []),
+  ];
+}
+
+/** The agents as a table (`-o wide`: OS, Python, torch and labels too), JSON or names. */
+export function showAgents(io: Io, agents: AgentSummary[], output: string): void {
   if (output === 'json') return void io.stdout.write(JSON.stringify({ agents }, null, 2) + '\n');
-  if (output === 'name') return void io.stdout.write(agents.map((a) => `agent/${a.name}\n`).join(''));
-  const rows = agents.map((a) => {
-    const c = a.capabilities;
-    const gpus = c.gpus.length ? `${c.gpus.length}× ${c.gpus[0]!.name} (${c.gpus[0]!.vramGiB} GiB)` : 'none';
-    return [
-      a.name,
-      a.state,
-      a.pools.join(','),
-      `${c.cores} cores, ${c.ramGiB} GiB`,
-      gpus,
-      c.cuda ?? '-',
-      a.lastSeen ? age(a.lastSeen) : 'never',
-      a.jobs.join(',') || '-',
-      ...(output === 'wide'
-        ? [
-            c.os,
-            c.python ?? '-',
-            c.torch ?? '-',
-            Object.entries(a.labels)
-              .map(([k, v]) => `${k}=${v}`)
-              .join(',') || '-',
-          ]
-        : []),
-    ];
-  });
-  const headers = ['NAME', 'STATE', 'POOLS', 'HOST', 'GPUS', 'CUDA', 'LAST SEEN', 'JOBS'];
+  if (output === 'name') return void io.stdout.write(agents.map((a) => `agent/${cell(a.name)}\n`).join(''));
+  const wide = output === 'wide';
+  const headers = ['NAME', 'STATE', 'POOLS', 'HOST', 'CPUS', 'MEMORY', 'GPUS', 'CUDA', 'LAST SEEN', 'JOBS'];
   io.stdout.write(
     renderTable(
-      output === 'wide' ? [...headers, 'OS', 'PYTHON', 'TORCH', 'LABELS'] : headers,
-      rows.map((r) => r.map(printable)),
+      wide ? [...headers, 'OS', 'PYTHON', 'TORCH', 'LABELS'] : headers,
+      agents.map((a) => agentRow(a ?? {}, wide).map(printable)),
     ),
   );
 }
