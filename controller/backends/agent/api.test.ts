@@ -30,6 +30,8 @@ describe('the agent API over HTTP', () => {
   let server: Server;
   let base = '';
   let agentToken = '';
+  let clock = Date.now();
+  const logged: string[] = [];
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'adv-agent-api-'));
@@ -42,7 +44,8 @@ describe('the agent API over HTTP', () => {
       requestFor: () => undefined,
       code: { treeOf: async () => 't', payload: async () => Buffer.from(''), extractTo: async () => {} },
     });
-    const agent = agentApi(hub);
+    const logger = pino({ level: 'info' }, { write: (l: string) => void logged.push(l) });
+    const agent = agentApi(hub, { logger, now: () => clock });
     const admin = agentsAdminApi(hub);
     server = createServer((req, res) => {
       const path = (req.url ?? '').split('?')[0]!;
@@ -217,12 +220,38 @@ describe('the agent API over HTTP', () => {
     expect(Date.parse(o!.startedAt!)).toBeGreaterThan(Date.parse(behind));
   });
 
+  it('logs failed enrollments without the token, and answers 429 past a small burst from one address', async () => {
+    clock += 3_600_000; // whatever earlier tests failed is forgotten
+    logged.length = 0;
+    const guess = (enrollToken: string, name = 'guess') =>
+      post(`${AGENT_API}/register`, { enrollToken, name, capabilities: caps });
+    for (let i = 0; i < 5; i++) expect((await guess(`wrong-guess-number-${i}`)).status).toBe(401);
+    const refused = await guess('wrong-guess-number-5');
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('10');
+    expect((await refused.json()) as object).toEqual({
+      error: 'too many failed enrollments from 127.0.0.1: try again in 10s',
+    });
+    // Even the right token waits: the address has to slow down first.
+    expect((await guess(TOKEN, 'late')).status).toBe(429);
+    const log = logged.join('');
+    expect(log.match(/enrollment refused/g)).toHaveLength(5);
+    expect(log).toContain('"from":"127.0.0.1","agent":"guess","status":401');
+    expect(log).toContain('further attempts from 127.0.0.1 are answered 429');
+    expect(log).not.toContain('wrong-guess-number');
+    clock += 10_000;
+    expect((await guess(TOKEN, 'late')).status).toBe(201);
+  });
+
   it('keeps the operators’ routes for the API token', async () => {
     expect(
       (await fetch(base + AGENTS_ADMIN_API, { headers: { authorization: `Bearer ${agentToken}` } })).status,
     ).toBe(401);
     const list = await fetch(base + AGENTS_ADMIN_API, { headers: { authorization: 'Bearer operator' } });
-    expect(((await list.json()) as { agents: { name: string }[] }).agents.map((a) => a.name)).toEqual(['a']);
+    expect(((await list.json()) as { agents: { name: string }[] }).agents.map((a) => a.name)).toEqual([
+      'a',
+      'late',
+    ]);
     expect((await post(`${AGENTS_ADMIN_API}/a/drain`, {}, 'operator')).status).toBe(200);
     expect((await post(`${AGENTS_ADMIN_API}/zz/drain`, {}, 'operator')).status).toBe(404);
   });

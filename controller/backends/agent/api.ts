@@ -4,6 +4,7 @@
  * bounded; tokens and secrets never reach a log line.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import {
   AGENT_API,
   AGENTS_ADMIN_API,
@@ -17,6 +18,7 @@ import { readBody } from '../../request-body.js';
 import type { HttpHandler } from '../types.js';
 import { checkClaim, checkRegister } from './checks.js';
 import type { AgentHub, Refusal } from './hub.js';
+import { FailureThrottle } from './throttle.js';
 
 /** Agents send capabilities, labels and small reports: nothing near this. */
 const MAX_BODY = 256 * 1024;
@@ -49,23 +51,57 @@ async function jsonBody<T>(req: IncomingMessage, res: ServerResponse): Promise<T
 const epochOf = (v: unknown): number | undefined =>
   Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 
+export interface AgentApiOptions {
+  /** Where refused enrollments are logged (never with a token). */
+  logger: Logger;
+  now: () => number;
+}
+
+/**
+ * `POST /register`: an enrollment token for an agent token. Failed attempts are logged (address and
+ * name, never a token) and counted per source address: past a small burst, 429 until it refills.
+ */
+async function register(
+  hub: AgentHub,
+  throttle: FailureThrottle,
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+  const from = req.socket.remoteAddress ?? 'unknown';
+  const wait = throttle.waitSec(from);
+  if (wait > 0)
+    return send(
+      res,
+      429,
+      { error: `too many failed enrollments from ${from}: try again in ${wait}s` },
+      { 'retry-after': String(wait) },
+    );
+  const body = await jsonBody<Record<string, unknown>>(req, res);
+  if (!body) return;
+  if (typeof body.enrollToken !== 'string' || !body.enrollToken)
+    return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
+  const checked = checkRegister(body);
+  if ('error' in checked) return send(res, 400, { error: checked.error });
+  const out = hub.register(checked.value);
+  if (!refused(out)) return send(res, 201, out);
+  if (out.status === 401 || out.status === 403) {
+    const emptied = throttle.failed(from);
+    logger.warn(
+      { from, agent: checked.value.name, status: out.status },
+      `enrollment refused: ${out.error}${emptied ? `; further attempts from ${from} are answered 429 for a while` : ''}`,
+    );
+  }
+  return send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {});
+}
+
 /** The handler for `/api/v1/agent/...`: enrollment, claims and the claimed jobs' reports. */
-export function agentApi(hub: AgentHub): HttpHandler {
+export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
+  const throttle = new FailureThrottle(opts.now);
   return async (req, res, fullPath) => {
     const path = fullPath.slice(AGENT_API.length);
-    if (path === '/register') {
-      if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
-      const body = await jsonBody<Record<string, unknown>>(req, res);
-      if (!body) return;
-      if (typeof body.enrollToken !== 'string' || !body.enrollToken)
-        return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
-      const checked = checkRegister(body);
-      if ('error' in checked) return send(res, 400, { error: checked.error });
-      const out = hub.register(checked.value);
-      return refused(out)
-        ? send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {})
-        : send(res, 201, out);
-    }
+    if (path === '/register') return register(hub, throttle, opts.logger, req, res);
     const agent = hub.authenticate(bearerToken(req.headers.authorization));
     if (!agent)
       return send(

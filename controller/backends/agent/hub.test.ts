@@ -75,6 +75,16 @@ describe('AgentHub', () => {
     expect(journal).not.toContain(TOKEN);
   });
 
+  it('opens nothing with an enrollment token shorter than 16 characters, and logs why', async () => {
+    hub.close();
+    const lines: string[] = [];
+    hub = new AgentHub(dir, pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }), now);
+    hub.attach(binding({ enrollToken: () => 'ab' }));
+    expect(hub.register({ enrollToken: 'ab', name: 'a', capabilities: caps })).toMatchObject({ status: 401 });
+    expect(lines.join('')).toContain('an enrollment token shorter than 16 characters opens nothing');
+    expect(lines.join('')).not.toContain('"ab"');
+  });
+
   it('hands one attempt to exactly one of two waiting agents, and never journals secrets', async () => {
     const [a, b] = [enroll(hub, 'a'), enroll(hub, 'b')];
     const alive = () => true;

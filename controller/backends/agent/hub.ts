@@ -138,6 +138,8 @@ export interface HubOptions {
   /** Default `COMPACT_AT_BYTES`; tests make it small. */
   compactAtBytes?: number;
 }
+/** An enrollment token shorter than this opens nothing (as the API token): it could be guessed over the network. */
+export const MIN_ENROLL_TOKEN_LENGTH = 16;
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -315,13 +317,22 @@ export class AgentHub {
   register(body: RegisterRequest): Enrolled | Refusal {
     const opened = [...this.bindings.values()].filter((b) => {
       const t = b.enrollToken();
-      return t !== undefined && tokenMatches(t, body.enrollToken);
+      return t !== undefined && t.length >= MIN_ENROLL_TOKEN_LENGTH && tokenMatches(t, body.enrollToken);
     });
-    if (!opened.length)
+    if (!opened.length) {
+      const short = [...this.bindings.values()].filter(
+        (b) => (b.enrollToken()?.length ?? MIN_ENROLL_TOKEN_LENGTH) < MIN_ENROLL_TOKEN_LENGTH,
+      );
+      if (short.length)
+        this.logger.error(
+          { backends: short.map((b) => b.backend) },
+          `an enrollment token shorter than ${MIN_ENROLL_TOKEN_LENGTH} characters opens nothing: give these Backends' tokenSecret a longer one (openssl rand -hex 32)`,
+        );
       return {
         status: 401,
         error: 'enrollment token refused: use the value of the agent Backend’s tokenSecret',
       };
+    }
     let pools = [...new Set(opened.map((b) => b.pool))];
     if (body.pools?.length) pools = pools.filter((p) => body.pools!.includes(p));
     if (!pools.length)
