@@ -4,10 +4,11 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AGENT_API, AGENTS_ADMIN_API } from '../../../runtime/agent/protocol.js';
 import { agentApi, agentsAdminApi } from './api.js';
 import type { JobRequest } from '../types.js';
+import { waitFor } from '../../../test/helpers/wait.js';
 import { AgentHub } from './hub.js';
 
 const TOKEN = 'enrollment-token-for-api-tests';
@@ -254,5 +255,60 @@ describe('the agent API over HTTP', () => {
     ]);
     expect((await post(`${AGENTS_ADMIN_API}/a/drain`, {}, 'operator')).status).toBe(200);
     expect((await post(`${AGENTS_ADMIN_API}/zz/drain`, {}, 'operator')).status).toBe(404);
+  });
+});
+
+describe('the agent API while the controller stops', () => {
+  it('answers a long poll in flight at once with 503 and Retry-After, and every later call too', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'adv-agent-api-close-'));
+    const hub = new AgentHub(dir, pino({ level: 'silent' }), Date.now);
+    hub.attach({
+      backend: 'desks',
+      pool: 'desks',
+      staleAfterSec: 10,
+      enrollToken: () => TOKEN,
+      requestFor: () => undefined,
+      code: { treeOf: async () => 't', payload: async () => Buffer.from(''), extractTo: async () => {} },
+    });
+    const agent = agentApi(hub, { logger: pino({ level: 'silent' }), now: Date.now });
+    const admin = agentsAdminApi(hub);
+    const claims = vi.spyOn(hub, 'claim');
+    const server = createServer((req, res) => {
+      const path = (req.url ?? '').split('?')[0]!;
+      void (path.startsWith(AGENT_API + '/') ? agent : admin)(req, res, path, { operator: true });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const post = (path: string, body: unknown, token?: string) =>
+        fetch(base + path, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: JSON.stringify(body),
+        });
+      const enrolled = await post(`${AGENT_API}/register`, {
+        enrollToken: TOKEN,
+        name: 'a',
+        capabilities: caps,
+      });
+      const { token } = (await enrolled.json()) as { token: string };
+      const poll = post(`${AGENT_API}/claims?wait=50`, { capabilities: caps }, token);
+      await waitFor(() => claims.mock.calls.length === 1, { what: 'the long poll to wait in the hub' });
+      hub.close();
+      const answered = await poll; // within the test's timeout, far short of the 50 s poll
+      expect(answered.status).toBe(503);
+      expect(answered.headers.get('retry-after')).toBe('5');
+      expect(((await answered.json()) as { error: string }).error).toMatch(/the controller is stopping/);
+      const later = await post(`${AGENT_API}/jobs/adv-x-1/heartbeat`, { epoch: 1 }, token);
+      expect(later.status).toBe(503);
+      expect((await post(`${AGENTS_ADMIN_API}/a/revoke`, {})).status).toBe(503);
+    } finally {
+      await new Promise((r) => server.close(r));
+      hub.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

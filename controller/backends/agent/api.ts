@@ -25,6 +25,17 @@ const MAX_BODY = 256 * 1024;
 const JOB_PATH = /^\/jobs\/([a-z0-9][a-z0-9.-]{0,252})\/(heartbeat|complete|fail|release|code)$/;
 const ADMIN_PATH = /^\/([a-z0-9][a-z0-9-]{0,62})\/(drain|resume|revoke)$/;
 const UNAUTHORIZED = { 'www-authenticate': 'Bearer realm="adventuretime-agent"' };
+/** Seconds an agent is told to wait while the controller stops (a restart takes about this long). */
+const STOPPING_RETRY_SEC = 5;
+
+/** The answer while the hub is closed: come back later (`adv agent` waits, its jobs run on). */
+const stopping = (res: ServerResponse) =>
+  send(
+    res,
+    503,
+    { error: 'the controller is stopping: ask again in a few seconds' },
+    { 'retry-after': String(STOPPING_RETRY_SEC) },
+  );
 
 function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
@@ -80,6 +91,7 @@ async function register(
     );
   const body = await jsonBody<Record<string, unknown>>(req, res);
   if (!body) return;
+  if (hub.closing) return stopping(res);
   if (typeof body.enrollToken !== 'string' || !body.enrollToken)
     return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
   const checked = checkRegister(body);
@@ -100,6 +112,7 @@ async function register(
 export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
   const throttle = new FailureThrottle(opts.now);
   return async (req, res, fullPath) => {
+    if (hub.closing) return stopping(res);
     const path = fullPath.slice(AGENT_API.length);
     if (path === '/register') return register(hub, throttle, opts.logger, req, res);
     const agent = hub.authenticate(bearerToken(req.headers.authorization));
@@ -114,6 +127,7 @@ export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
       const body = await jsonBody<Record<string, unknown>>(req, res);
       if (!body) return;
+      if (hub.closing) return stopping(res);
       const checked = checkClaim(body);
       if ('error' in checked) return send(res, 400, { error: checked.error });
       const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
@@ -121,6 +135,7 @@ export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
       const alive = () => !req.socket.destroyed && !res.writableEnded;
       const claim = await hub.claim(agent, checked.value, waitMs, alive);
       if (!alive()) return; // the agent hung up: a claim made meanwhile expires with its lease
+      if (!claim && hub.closing) return stopping(res);
       return claim
         ? send(res, 200, claim)
         : void (res.writeHead(204, { 'cache-control': 'no-store' }), res.end());
@@ -140,6 +155,7 @@ export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
     if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
     const body = await jsonBody<{ epoch?: unknown }>(req, res);
     if (!body) return;
+    if (hub.closing) return stopping(res);
     const epoch = epochOf(body.epoch);
     if (!epoch) return send(res, 400, { error: 'epoch (a positive integer) is required' });
     const out =
@@ -166,6 +182,7 @@ export function agentsAdminApi(hub: AgentHub): HttpHandler {
           'www-authenticate': 'Bearer realm="adventuretime"',
         },
       );
+    if (hub.closing) return stopping(res);
     const path = fullPath.slice(AGENTS_ADMIN_API.length);
     if (path === '' || path === '/') {
       if (req.method !== 'GET') return send(res, 405, { error: 'use GET' }, { allow: 'GET' });

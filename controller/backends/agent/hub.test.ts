@@ -329,6 +329,31 @@ describe('AgentHub', () => {
     expect(hub.heartbeat(second, 'adv-r-1', { epoch: 1 })).toMatchObject({ status: 409 });
   });
 
+  it('closing answers every waiting long poll at once, then grants no claim and expires no lease', async () => {
+    const [a, b] = [enroll(hub, 'a'), enroll(hub, 'b')];
+    hub.enqueue('desks', [request('r'), request('s')]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    // Nothing is left in the queue for b: it waits up to 50 s.
+    hub.cancel('adv-s-1');
+    const waiting = hub.claim(b, { capabilities: caps }, 50_000, () => true);
+    hub.close();
+    expect(hub.closing).toBe(true);
+    await expect(waiting).resolves.toBeUndefined();
+    expect(() => hub.enqueue('desks', [request('q')])).toThrow(/the controller is stopping/);
+    expect(await hub.claim(b, { capabilities: caps }, 0, () => true)).toBeUndefined();
+    t += 60_000; // far past the lease: the agent had no one to renew with
+    const [o] = hub.observe('desks', [{ backend: 'desks', jobName: c.job, jobId: c.job }]);
+    expect(o).toMatchObject({ state: 'Pending', reason: 'Claimed' });
+  });
+
+  it('grants no claim once closed, even of an attempt queued before', async () => {
+    const b = enroll(hub, 'b');
+    hub.enqueue('desks', [request('r')]);
+    hub.close();
+    expect(await hub.claim(b, { capabilities: caps }, 0, () => true)).toBeUndefined();
+    expect(await hub.claim(b, { capabilities: caps }, 50_000, () => true)).toBeUndefined();
+  });
+
   it('drain stops new claims, revoke stops the token', async () => {
     const e = hub.register({ enrollToken: TOKEN, name: 'a', capabilities: caps }) as Enrolled;
     const a = hub.authenticate(e.token)!;

@@ -155,6 +155,7 @@ export class AgentHub {
   private readonly lastSeen = new Map<string, number>();
   private readonly bindings = new Map<string, PoolBinding>();
   private waiters: Waiter[] = [];
+  private closed = false;
   private readonly closers: (() => void)[] = [];
   private readonly capabilitiesJournaledAt = new Map<string, number>();
   private epoch = 0;
@@ -223,7 +224,7 @@ export class AgentHub {
    */
   observe(backend: string, handles: readonly JobHandle[], owned?: ReadonlySet<string>): ObservedJob[] {
     const out = handles.map((h) => this.observed(h));
-    if (owned) {
+    if (owned && !this.closed) {
       const polled = new Set(handles.map((h) => h.jobName));
       const sweep: Entry[] = [];
       for (const j of this.jobs.values()) {
@@ -380,6 +381,7 @@ export class AgentHub {
     waitMs: number,
     alive: () => boolean,
   ): Promise<Claim | undefined> {
+    if (this.closed) return Promise.resolve(undefined);
     this.noteCapabilities(agent, req);
     const now = this.tryClaim(agent, req);
     if (now || waitMs <= 0) return Promise.resolve(now);
@@ -555,9 +557,22 @@ export class AgentHub {
     this.closers.push(fn);
   }
 
+  /** Whether the hub has closed: the controller is stopping, and agents should come back later. */
+  get closing(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * Closes the hub as the controller stops: every waiting long poll is answered now (the API
+   * answers 503 with Retry-After, and `adv agent` asks again later, its jobs running on), no claim
+   * is granted and no lease expires from here on (the agents have no one to renew with; a
+   * restarted hub counts every claim as renewed at start), and nothing more is journaled.
+   */
   close(): void {
-    for (const fn of this.closers.splice(0)) fn();
+    if (this.closed) return;
+    this.closed = true;
     for (const w of this.waiters.splice(0)) w.resolve(undefined);
+    for (const fn of this.closers.splice(0)) fn();
     this.journal.close();
   }
 
@@ -568,7 +583,7 @@ export class AgentHub {
   }
 
   private expireIfStale(j: JobRec): void {
-    if (!j.agent || j.end) return;
+    if (!j.agent || j.end || this.closed) return;
     const stale = (this.binding(j)?.staleAfterSec ?? 120) * 1000;
     const last = this.lastBeat.get(j.job) ?? this.now();
     if (this.now() - last <= stale) return;
@@ -593,6 +608,7 @@ export class AgentHub {
 
   /** The first queued attempt this agent can take, claimed for it; undefined when none fits. */
   private tryClaim(agent: AgentRec, req: ClaimRequest): Claim | undefined {
+    if (this.closed) return undefined;
     const a = this.agents.get(agent.name);
     if (!a || a.tokenHash !== agent.tokenHash || a.revoked || a.drained) return undefined;
     for (const job of this.queued) {
@@ -646,6 +662,7 @@ export class AgentHub {
 
   /** Writes ahead, then applies: nothing is answered that a crash could forget. */
   private commit(...entries: Entry[]): void {
+    if (this.closed) throw new Error('the agent hub is closed: the controller is stopping');
     this.journal.append(...entries);
     for (const e of entries) this.apply(e);
     this.compactIfGrown();
