@@ -58,4 +58,35 @@ describe('adv agent', () => {
       await new Promise((r) => server.close(r));
     }
   });
+
+  it('says at start that labels changed since enrollment are not the ones Backends match', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'adv-agent-labels-'));
+    const lines: string[] = [];
+    const server = createServer((_req, res) => {
+      agent.stop();
+      res.writeHead(204);
+      res.end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const controller = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const saved = { name: 'desk', controller, token: 'adva_test', pools: ['desks'], labels: { room: 'a1' } };
+    await writeFile(join(dir, 'agent.json'), JSON.stringify(saved));
+    const agent = new Agent({
+      controller,
+      name: 'desk',
+      stateDir: dir,
+      labels: { room: 'b12' },
+      policy: {},
+      waitSec: 0,
+      capabilities: { hostname: 'h', cores: 1, ramGiB: 1, os: 'linux', node: 'v20', gpus: [] },
+      logger: pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }),
+    });
+    try {
+      await agent.run();
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    expect(lines.join('')).toContain('labels are fixed at enrollment');
+    expect(lines.join('')).toContain('"enrolledWith":{"room":"a1"},"given":{"room":"b12"}');
+  });
 });

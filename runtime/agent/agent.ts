@@ -49,6 +49,8 @@ interface Saved {
   controller: string;
   token: string;
   pools: string[];
+  /** The labels it enrolled with: the ones Backends' selectors match (absent in older files). */
+  labels?: Record<string, string>;
 }
 
 /** What a job dir keeps of its claim: never the secrets (they live only in the job's environment). */
@@ -195,6 +197,11 @@ export class Agent {
     );
     if (saved && saved.controller === this.o.controller && saved.name === this.o.name) {
       this.client.setToken(saved.token);
+      if (saved.labels && JSON.stringify(saved.labels) !== JSON.stringify(this.o.labels))
+        this.o.logger.warn(
+          { enrolledWith: saved.labels, given: this.o.labels },
+          `labels are fixed at enrollment: this agent is matched with the ones it enrolled with; to change them, run adv agent revoke ${this.o.name}, delete ${file} and start it again with the enrollment token`,
+        );
       return;
     }
     if (!this.o.enrollToken)
@@ -229,6 +236,7 @@ export class Agent {
       controller: this.o.controller,
       token: out.token,
       pools: out.pools,
+      labels: this.o.labels,
     };
     await writeFile(file, JSON.stringify(s, null, 2) + '\n', { mode: 0o600 });
     this.client.setToken(out.token);
