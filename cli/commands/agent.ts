@@ -172,7 +172,12 @@ export function registerAgent(program: Command, io: Io): void {
     .option('--name <name>', 'this agent’s name (default: the host name)')
     .option('--state-dir <dir>', 'its token and job dirs (default: ~/.adventuretime/agent)')
     .option('--pool <pool>', 'only these pools (repeat); default: every pool the token opens', collect, [])
-    .option('--label <key=value>', 'a label of this host, for Backends’ selectors (repeat)', collect, [])
+    .option(
+      '--label <key=value>',
+      'a label of this host, for Backends’ selectors (repeat; fixed at enrollment)',
+      collect,
+      [],
+    )
     .option('--accept-run <glob>', 'only runs whose name matches (repeat; * wildcard)', collect, [])
     .option('--deny-run <glob>', 'never runs whose name matches (repeat)', collect, [])
     .option('--accept-label <key=value>', 'only runs with this label (repeat)', collect, [])
@@ -248,7 +253,7 @@ Examples:
   for (const [verb, what] of [
     ['drain', 'stop giving an agent new work (what it runs finishes)'],
     ['resume', 'give a drained agent work again'],
-    ['revoke', 'invalidate an agent’s token now (its job stops; the attempt resumes elsewhere)'],
+    ['revoke', 'invalidate an agent’s token now (its claims end; the attempts resume elsewhere)'],
   ] as const)
     agent
       .command(verb)
