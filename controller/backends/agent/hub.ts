@@ -133,15 +133,15 @@ const OFFLINE_AFTER_MS = 90_000;
 const CAPABILITIES_JOURNALED_EVERY_MS = 60_000;
 /** The journal is rewritten compact once it is past this and four times what it held after the last rewrite. */
 const COMPACT_AT_BYTES = 1 << 20;
+/** An enrollment token shorter than this opens nothing (as the API token): it could be guessed over the network. */
+export const MIN_ENROLL_TOKEN_LENGTH = 16;
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+const iso = (ms: number) => new Date(ms).toISOString();
 
 export interface HubOptions {
   /** Default `COMPACT_AT_BYTES`; tests make it small. */
   compactAtBytes?: number;
 }
-/** An enrollment token shorter than this opens nothing (as the API token): it could be guessed over the network. */
-export const MIN_ENROLL_TOKEN_LENGTH = 16;
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
-const iso = (ms: number) => new Date(ms).toISOString();
 
 export class AgentHub {
   private readonly journal: Journal<Entry>;
@@ -747,7 +747,7 @@ export class AgentHub {
           op: 'claim',
           job: j.job,
           agent,
-          ...(enrollment ? { enrollment } : {}),
+          enrollment: enrollment ?? '', // bound to no enrollment: nobody holds it
           epoch,
           at: claimedAt ?? q.queuedAt,
         });
