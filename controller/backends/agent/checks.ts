@@ -70,14 +70,43 @@ export function checkPolicy(v: unknown): Checked<AgentPolicy> {
   return { value: out };
 }
 
-/** A text field of capabilities: a string of 1 to `max` characters, or why not. */
-function textError(v: unknown, field: string, max: number, example: string): string | undefined {
-  if (typeof v === 'string' && v.length > 0 && v.length <= max) return undefined;
-  return `capabilities.${field} must be a string of 1 to ${max} characters (like ${example})`;
-}
-
 const numberIn = (v: unknown, min: number, max: number): v is number =>
   typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max;
+
+/** The text fields of capabilities: how long each may be, an example, and whether it is required. */
+const TEXT_FIELDS = [
+  ['hostname', AGENT_LIMITS.hostname, 'desk-3.lab', true],
+  ['os', AGENT_LIMITS.text, 'linux 6.8.0', true],
+  ['node', AGENT_LIMITS.text, 'v20.11.1', true],
+  ['python', AGENT_LIMITS.text, '3.12.3', false],
+  ['torch', AGENT_LIMITS.text, '2.3.1', false],
+  ['cuda', AGENT_LIMITS.text, '12.4', false],
+] as const;
+
+/** Why these capabilities cannot be kept, or undefined when each field has its type and size. */
+function capabilitiesError(c: Record<string, unknown>): string | undefined {
+  for (const [field, max, example, required] of TEXT_FIELDS) {
+    const v = c[field];
+    if (v === undefined && !required) continue;
+    if (typeof v !== 'string' || !v.length || v.length > max)
+      return `capabilities.${field} must be a string of 1 to ${max} characters (like "${example}")`;
+  }
+  if (!Number.isSafeInteger(c.cores) || !numberIn(c.cores, 1, 1 << 20))
+    return 'capabilities.cores must be a whole number ≥ 1';
+  if (!numberIn(c.ramGiB, 0, 1 << 30)) return 'capabilities.ramGiB must be a number of GiB ≥ 0';
+  const L = AGENT_LIMITS;
+  if (!Array.isArray(c.gpus) || c.gpus.length > L.gpus)
+    return `capabilities.gpus must be a list of at most ${L.gpus} {name, vramGiB}`;
+  const badGpu = (g: unknown) =>
+    !isObject(g) ||
+    typeof g.name !== 'string' ||
+    !g.name.length ||
+    g.name.length > L.gpuName ||
+    !numberIn(g.vramGiB, 0, 1 << 20);
+  if (c.gpus.some(badGpu))
+    return `capabilities.gpus: each must be {name: a string of 1 to ${L.gpuName} characters, vramGiB: a number ≥ 0}`;
+  return undefined;
+}
 
 /**
  * The host's capabilities as `adv agent` detects them, with only the known fields kept (in one
@@ -86,33 +115,9 @@ const numberIn = (v: unknown, min: number, max: number): v is number =>
  */
 export function checkCapabilities(c: unknown): Checked<AgentCapabilities> {
   if (!isObject(c)) return { error: 'capabilities missing: send what adv agent detects' };
-  const L = AGENT_LIMITS;
-  const bad =
-    textError(c.hostname, 'hostname', L.hostname, '"desk-3.lab"') ??
-    (Number.isSafeInteger(c.cores) && numberIn(c.cores, 1, 1 << 20)
-      ? undefined
-      : 'capabilities.cores must be a whole number ≥ 1') ??
-    (numberIn(c.ramGiB, 0, 1 << 30) ? undefined : 'capabilities.ramGiB must be a number of GiB ≥ 0') ??
-    textError(c.os, 'os', L.text, '"linux 6.8.0"') ??
-    textError(c.node, 'node', L.text, '"v20.11.1"') ??
-    (['python', 'torch', 'cuda'] as const)
-      .map((k) => (c[k] === undefined ? undefined : textError(c[k], k, L.text, '"12.4"')))
-      .find(Boolean);
+  const bad = capabilitiesError(c);
   if (bad) return { error: bad };
-  const gpus = c.gpus;
-  if (!Array.isArray(gpus) || gpus.length > L.gpus)
-    return { error: `capabilities.gpus must be a list of at most ${L.gpus} {name, vramGiB}` };
-  for (const g of gpus as unknown[])
-    if (
-      !isObject(g) ||
-      typeof g.name !== 'string' ||
-      !g.name.length ||
-      g.name.length > L.gpuName ||
-      !numberIn(g.vramGiB, 0, 1 << 20)
-    )
-      return {
-        error: `capabilities.gpus: each must be {name: a string of 1 to ${L.gpuName} characters, vramGiB: a number ≥ 0}`,
-      };
+  const text = (k: 'python' | 'torch' | 'cuda') => (c[k] === undefined ? {} : { [k]: c[k] as string });
   return {
     value: {
       hostname: c.hostname as string,
@@ -120,10 +125,13 @@ export function checkCapabilities(c: unknown): Checked<AgentCapabilities> {
       ramGiB: c.ramGiB as number,
       os: c.os as string,
       node: c.node as string,
-      ...(c.python !== undefined ? { python: c.python as string } : {}),
-      ...(c.torch !== undefined ? { torch: c.torch as string } : {}),
-      ...(c.cuda !== undefined ? { cuda: c.cuda as string } : {}),
-      gpus: (gpus as { name: string; vramGiB: number }[]).map((g) => ({ name: g.name, vramGiB: g.vramGiB })),
+      ...text('python'),
+      ...text('torch'),
+      ...text('cuda'),
+      gpus: (c.gpus as { name: string; vramGiB: number }[]).map((g) => ({
+        name: g.name,
+        vramGiB: g.vramGiB,
+      })),
     },
   };
 }
