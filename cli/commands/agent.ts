@@ -10,7 +10,15 @@ import { readFile } from 'node:fs/promises';
 import { AdvError, ErrorCode, age } from '../../controller/index.js';
 import { Agent, AgentFatal } from '../../runtime/agent/agent.js';
 import { detectCapabilities } from '../../runtime/agent/capabilities.js';
-import { AGENTS_ADMIN_API, type AgentPolicy, type AgentSummary } from '../../runtime/agent/protocol.js';
+import {
+  AGENT_LIMITS,
+  AGENTS_ADMIN_API,
+  LABEL_KEY,
+  LABEL_VALUE,
+  type AgentCapabilities,
+  type AgentPolicy,
+  type AgentSummary,
+} from '../../runtime/agent/protocol.js';
 import { callController, controllerTarget, type TargetOpts } from '../controller-api.js';
 import { renderTable } from '../format.js';
 import { makeLogger } from '../logger.js';
@@ -34,18 +42,35 @@ interface AgentOpts {
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
-/** `k=v` pairs → a map; a malformed one is a usage error naming the flag. */
+/** `k=v` pairs → a map; a malformed one (or too many) is a usage error naming the flag. */
 function pairs(list: string[], flag: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const item of list) {
-    const m = /^([A-Za-z0-9._/-]{1,253})=([A-Za-z0-9._-]{0,63})$/.exec(item);
-    if (!m)
+    const at = item.indexOf('=');
+    const [k, v] = [item.slice(0, at), item.slice(at + 1)];
+    if (at < 0 || !LABEL_KEY.test(k) || !LABEL_VALUE.test(v))
       throw new AdvError(ErrorCode.UsageError, `${flag} "${printable(item)}" is not key=value`, {
-        hint: `write ${flag} team=vision (letters, digits, . _ - /)`,
+        hint: `write ${flag} team=vision (letters, digits, . _ - /; a value of at most 63)`,
       });
-    out[m[1]!] = m[2]!;
+    out[k] = v;
   }
+  if (Object.keys(out).length > AGENT_LIMITS.labels)
+    throw new AdvError(ErrorCode.UsageError, `at most ${AGENT_LIMITS.labels} ${flag} are accepted`);
   return out;
+}
+
+/** Run-name globs as the controller accepts them (it refuses a claim with more or longer ones). */
+function globs(list: string[], flag: string): string[] {
+  const long = list.find((g) => g.length > AGENT_LIMITS.globLength);
+  if (list.length > AGENT_LIMITS.globs || long !== undefined)
+    throw new AdvError(
+      ErrorCode.UsageError,
+      long !== undefined
+        ? `${flag} "${printable(long.slice(0, 40))}…" is longer than ${AGENT_LIMITS.globLength} characters`
+        : `at most ${AGENT_LIMITS.globs} ${flag} are accepted`,
+      { hint: 'run names are at most 63 characters; one glob with * covers many' },
+    );
+  return list;
 }
 
 /** This host's name as an agent name: a DNS label. */
@@ -76,38 +101,42 @@ async function enrollToken(io: Io, file: string | undefined): Promise<string | u
   return io.env.ADV_AGENT_ENROLL_TOKEN?.trim() || undefined;
 }
 
-function showAgents(io: Io, agents: AgentSummary[], output: string): void {
+/** A cell from whatever a summary holds: a controller (or an agent's record) may lack a field or send another type. */
+const cell = (v: unknown): string =>
+  v === undefined || v === null || v === '' ? '-' : Array.isArray(v) ? v.map(cell).join(',') : String(v);
+
+/** One agent's row: each cell built on its own, so one odd record never breaks the operators' view. */
+function agentRow(a: AgentSummary, wide: boolean): string[] {
+  const c: Partial<Record<keyof AgentCapabilities, unknown>> = a.capabilities ?? {};
+  const gpus = Array.isArray(c.gpus) ? (c.gpus as { name?: unknown; vramGiB?: unknown }[]) : [];
+  const labels = typeof a.labels === 'object' && a.labels !== null ? Object.entries(a.labels) : [];
+  return [
+    cell(a.name),
+    cell(a.state),
+    cell(a.pools),
+    cell(c.hostname),
+    cell(c.cores),
+    c.ramGiB === undefined ? '-' : `${cell(c.ramGiB)} GiB`,
+    gpus.length ? `${gpus.length}× ${cell(gpus[0]?.name)} (${cell(gpus[0]?.vramGiB)} GiB)` : 'none',
+    cell(c.cuda),
+    typeof a.lastSeen === 'string' ? age(a.lastSeen) : 'never',
+    cell(a.jobs),
+    ...(wide
+      ? [cell(c.os), cell(c.python), cell(c.torch), cell(labels.map(([k, v]) => `${k}=${cell(v)}`))]
+      : []),
+  ];
+}
+
+/** The agents as a table (`-o wide`: OS, Python, torch and labels too), JSON or names. */
+export function showAgents(io: Io, agents: AgentSummary[], output: string): void {
   if (output === 'json') return void io.stdout.write(JSON.stringify({ agents }, null, 2) + '\n');
-  if (output === 'name') return void io.stdout.write(agents.map((a) => `agent/${a.name}\n`).join(''));
-  const rows = agents.map((a) => {
-    const c = a.capabilities;
-    const gpus = c.gpus.length ? `${c.gpus.length}× ${c.gpus[0]!.name} (${c.gpus[0]!.vramGiB} GiB)` : 'none';
-    return [
-      a.name,
-      a.state,
-      a.pools.join(','),
-      `${c.cores} cores, ${c.ramGiB} GiB`,
-      gpus,
-      c.cuda ?? '-',
-      a.lastSeen ? age(a.lastSeen) : 'never',
-      a.jobs.join(',') || '-',
-      ...(output === 'wide'
-        ? [
-            c.os,
-            c.python ?? '-',
-            c.torch ?? '-',
-            Object.entries(a.labels)
-              .map(([k, v]) => `${k}=${v}`)
-              .join(',') || '-',
-          ]
-        : []),
-    ];
-  });
-  const headers = ['NAME', 'STATE', 'POOLS', 'HOST', 'GPUS', 'CUDA', 'LAST SEEN', 'JOBS'];
+  if (output === 'name') return void io.stdout.write(agents.map((a) => `agent/${cell(a.name)}\n`).join(''));
+  const wide = output === 'wide';
+  const headers = ['NAME', 'STATE', 'POOLS', 'HOST', 'CPUS', 'MEMORY', 'GPUS', 'CUDA', 'LAST SEEN', 'JOBS'];
   io.stdout.write(
     renderTable(
-      output === 'wide' ? [...headers, 'OS', 'PYTHON', 'TORCH', 'LABELS'] : headers,
-      rows.map((r) => r.map(printable)),
+      wide ? [...headers, 'OS', 'PYTHON', 'TORCH', 'LABELS'] : headers,
+      agents.map((a) => agentRow(a ?? {}, wide).map(printable)),
     ),
   );
 }
@@ -143,7 +172,12 @@ export function registerAgent(program: Command, io: Io): void {
     .option('--name <name>', 'this agent’s name (default: the host name)')
     .option('--state-dir <dir>', 'its token and job dirs (default: ~/.adventuretime/agent)')
     .option('--pool <pool>', 'only these pools (repeat); default: every pool the token opens', collect, [])
-    .option('--label <key=value>', 'a label of this host, for Backends’ selectors (repeat)', collect, [])
+    .option(
+      '--label <key=value>',
+      'a label of this host, for Backends’ selectors (repeat; fixed at enrollment)',
+      collect,
+      [],
+    )
     .option('--accept-run <glob>', 'only runs whose name matches (repeat; * wildcard)', collect, [])
     .option('--deny-run <glob>', 'never runs whose name matches (repeat)', collect, [])
     .option('--accept-label <key=value>', 'only runs with this label (repeat)', collect, [])
@@ -180,8 +214,8 @@ Examples:
           hint: 'use lowercase letters, digits and -, at most 63',
         });
       const policy: AgentPolicy = {
-        ...(opts.acceptRun.length ? { runs: opts.acceptRun } : {}),
-        ...(opts.denyRun.length ? { denyRuns: opts.denyRun } : {}),
+        ...(opts.acceptRun.length ? { runs: globs(opts.acceptRun, '--accept-run') } : {}),
+        ...(opts.denyRun.length ? { denyRuns: globs(opts.denyRun, '--deny-run') } : {}),
         ...(opts.acceptLabel.length ? { labels: pairs(opts.acceptLabel, '--accept-label') } : {}),
         ...(opts.denyLabel.length ? { denyLabels: pairs(opts.denyLabel, '--deny-label') } : {}),
       };
@@ -219,7 +253,7 @@ Examples:
   for (const [verb, what] of [
     ['drain', 'stop giving an agent new work (what it runs finishes)'],
     ['resume', 'give a drained agent work again'],
-    ['revoke', 'invalidate an agent’s token now (its job stops; the attempt resumes elsewhere)'],
+    ['revoke', 'invalidate an agent’s token now (its claims end; the attempts resume elsewhere)'],
   ] as const)
     agent
       .command(verb)

@@ -49,6 +49,8 @@ interface Saved {
   controller: string;
   token: string;
   pools: string[];
+  /** The labels it enrolled with: the ones Backends' selectors match (absent in older files). */
+  labels?: Record<string, string>;
 }
 
 /** What a job dir keeps of its claim: never the secrets (they live only in the job's environment). */
@@ -69,6 +71,15 @@ const EMPTY_POLL_PAUSE_MS = 2000;
 const REPORTED_FILE = 'reported';
 /** The token file: its contents are the agent's only credential. */
 const STATE_FILE = 'agent.json';
+
+/**
+ * How long the controller asked us to wait (a 503 while it stops, a 429 after failed enrollments),
+ * bounded to 1–60 s; undefined for any other failure (retried with backoff).
+ */
+function comeBackInMs(e: unknown): number | undefined {
+  if (!(e instanceof AgentHttpError) || (e.status !== 503 && e.status !== 429)) return undefined;
+  return Math.max(1, Math.min(60, e.retryAfterSec ?? 5)) * 1000;
+}
 
 /** Why the agent cannot go on; `refused`: the controller refused its credentials (retrying will not help). */
 export class AgentFatal extends Error {
@@ -122,6 +133,13 @@ export class Agent {
         if (e instanceof AgentHttpError && e.status === 401)
           this.die(new AgentFatal(this.revokedText(e), true));
         if (this.stopping) break;
+        const later = comeBackInMs(e);
+        if (later !== undefined) {
+          // The controller is stopping (a restart): its jobs run on, and so does this loop, later.
+          this.o.logger.info({ err: (e as Error).message }, `asking again in ${later / 1000}s`);
+          await this.sleep(later);
+          continue;
+        }
         this.o.logger.warn(
           { err: (e as Error).message },
           `cannot reach the controller; retrying in ${Math.round(backoff / 1000)}s`,
@@ -179,6 +197,11 @@ export class Agent {
     );
     if (saved && saved.controller === this.o.controller && saved.name === this.o.name) {
       this.client.setToken(saved.token);
+      if (saved.labels && JSON.stringify(saved.labels) !== JSON.stringify(this.o.labels))
+        this.o.logger.warn(
+          { enrolledWith: saved.labels, given: this.o.labels },
+          `labels are fixed at enrollment: this agent is matched with the ones it enrolled with; to change them, run adv agent revoke ${this.o.name}, delete ${file} and start it again with the enrollment token`,
+        );
       return;
     }
     if (!this.o.enrollToken)
@@ -202,11 +225,9 @@ export class Agent {
         if (e instanceof AgentHttpError && [400, 401, 403, 409].includes(e.status))
           throw new AgentFatal(`enrollment refused: ${e.message}`, true);
         if (this.stopping) throw new AgentFatal('stopped before it could enroll');
-        this.o.logger.warn(
-          { err: (e as Error).message },
-          `cannot enroll yet; retrying in ${backoff / 1000}s`,
-        );
-        await this.sleep(backoff);
+        const wait = comeBackInMs(e) ?? backoff;
+        this.o.logger.warn({ err: (e as Error).message }, `cannot enroll yet; retrying in ${wait / 1000}s`);
+        await this.sleep(wait);
       }
     }
     await mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
@@ -215,6 +236,7 @@ export class Agent {
       controller: this.o.controller,
       token: out.token,
       pools: out.pools,
+      labels: this.o.labels,
     };
     await writeFile(file, JSON.stringify(s, null, 2) + '\n', { mode: 0o600 });
     this.client.setToken(out.token);

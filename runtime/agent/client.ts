@@ -9,6 +9,8 @@ export class AgentHttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The controller's `Retry-After` (seconds): it is stopping (503) or slowing this address down (429). */
+    readonly retryAfterSec?: number,
   ) {
     super(message);
     this.name = 'AgentHttpError';
@@ -55,9 +57,11 @@ export class AgentClient {
       } catch {
         // not JSON: keep the text
       }
+      const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
       throw new AgentHttpError(
         res.status,
         `${method} ${AGENT_API}${path}: ${res.status} ${msg.slice(0, 500)}`,
+        Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined,
       );
     }
     const type = res.headers.get('content-type') ?? '';

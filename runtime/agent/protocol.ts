@@ -23,6 +23,32 @@ export const AGENTS_ADMIN_API = '/api/v1/agents';
 /** Longest long poll the controller holds a claim request (seconds). */
 export const MAX_CLAIM_WAIT_SEC = 50;
 
+/**
+ * What the controller accepts from an agent: beyond these a request is refused (400) with what is
+ * wrong. Each bound is far above what a real host reports; together they keep what one agent can
+ * make the controller store (its journal), match (policy globs) or print (`adv get agents`) small.
+ */
+export const AGENT_LIMITS = {
+  /** Globs in each policy list (`--accept-run`, `--deny-run`), and characters in one. */
+  globs: 64,
+  globLength: 253,
+  /** Labels in one map (the agent's, or a policy's). */
+  labels: 32,
+  /** Pools named at enrollment. */
+  pools: 64,
+  /** GPUs of one host, and characters of one's name. */
+  gpus: 64,
+  gpuName: 128,
+  /** A host name (RFC 1035's whole-name limit). */
+  hostname: 253,
+  /** The other text fields of capabilities: `os`, `node`, `python`, `torch`, `cuda`. */
+  text: 128,
+} as const;
+
+/** A label's key and value (`adv agent --label team=vision`): the same rules on both sides. */
+export const LABEL_KEY = /^[A-Za-z0-9._/-]{1,253}$/;
+export const LABEL_VALUE = /^[A-Za-z0-9._-]{0,63}$/;
+
 /** What a host offers, detected by the agent at start. */
 export interface AgentCapabilities {
   hostname: string;

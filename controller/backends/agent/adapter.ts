@@ -15,7 +15,7 @@ import {
   type SubmitResult,
 } from '../types.js';
 import { agentApi, agentsAdminApi } from './api.js';
-import { AgentHub, type PoolBinding } from './hub.js';
+import { AgentHub, MIN_ENROLL_TOKEN_LENGTH, type PoolBinding } from './hub.js';
 
 /** Default lease: an agent silent this long has lost its attempt (GitHub runners: 10 min). */
 export const DEFAULT_STALE_AFTER_SEC = 120;
@@ -24,9 +24,10 @@ const HUB_KEY = 'agent-hub';
 /** The controller's one hub, made (and its routes mounted) by the first `agent` adapter. */
 export function hubOf(ctx: BackendContext): AgentHub {
   const make = () => {
-    const hub = new AgentHub(ctx.dataDir, ctx.logger.child({ component: 'agent-hub' }), ctx.now);
+    const logger = ctx.logger.child({ component: 'agent-hub' });
+    const hub = new AgentHub(ctx.dataDir, logger, ctx.now);
     for (const [prefix, handler] of [
-      [AGENT_API, agentApi(hub)],
+      [AGENT_API, agentApi(hub, { logger, now: ctx.now })],
       [AGENTS_ADMIN_API, agentsAdminApi(hub)],
     ] as const) {
       const unmount = ctx.http?.mount(prefix, handler);
@@ -62,10 +63,16 @@ export class AgentBackend implements Backend {
       requestFor: (job) => ctx.requestFor?.(job),
       code: ctx.code,
     };
-    if (!ctx.secrets?.get(s.tokenSecret))
+    const token = ctx.secrets?.get(s.tokenSecret);
+    if (!token)
       ctx.logger.warn(
         { secret: s.tokenSecret },
         `the enrollment token secret ${s.tokenSecret} is not set: no agent can enroll until it is (agents already enrolled keep working)`,
+      );
+    else if (token.length < MIN_ENROLL_TOKEN_LENGTH)
+      ctx.logger.error(
+        { secret: s.tokenSecret, backend: this.name },
+        `the enrollment token in ${s.tokenSecret} is ${token.length} characters: at least ${MIN_ENROLL_TOKEN_LENGTH} are needed, so no agent can enroll with it (agents already enrolled keep working); make one with: openssl rand -hex 32`,
       );
     this.hub.attach(this.binding);
   }

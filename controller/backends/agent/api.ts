@@ -4,27 +4,38 @@
  * bounded; tokens and secrets never reach a log line.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import {
   AGENT_API,
   AGENTS_ADMIN_API,
   MAX_CLAIM_WAIT_SEC,
-  type ClaimRequest,
   type CompleteRequest,
   type FailRequest,
   type HeartbeatRequest,
-  type RegisterRequest,
 } from '../../../runtime/agent/protocol.js';
 import { bearerToken } from '../../api-token.js';
 import { readBody } from '../../request-body.js';
 import type { HttpHandler } from '../types.js';
+import { checkClaim, checkRegister } from './checks.js';
 import type { AgentHub, Refusal } from './hub.js';
+import { FailureThrottle } from './throttle.js';
 
 /** Agents send capabilities, labels and small reports: nothing near this. */
 const MAX_BODY = 256 * 1024;
-const AGENT_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const JOB_PATH = /^\/jobs\/([a-z0-9][a-z0-9.-]{0,252})\/(heartbeat|complete|fail|release|code)$/;
 const ADMIN_PATH = /^\/([a-z0-9][a-z0-9-]{0,62})\/(drain|resume|revoke)$/;
 const UNAUTHORIZED = { 'www-authenticate': 'Bearer realm="adventuretime-agent"' };
+/** Seconds an agent is told to wait while the controller stops (a restart takes about this long). */
+const STOPPING_RETRY_SEC = 5;
+
+/** The answer while the hub is closed: come back later (`adv agent` waits, its jobs run on). */
+const stopping = (res: ServerResponse) =>
+  send(
+    res,
+    503,
+    { error: 'the controller is stopping: ask again in a few seconds' },
+    { 'retry-after': String(STOPPING_RETRY_SEC) },
+  );
 
 function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
@@ -48,68 +59,62 @@ async function jsonBody<T>(req: IncomingMessage, res: ServerResponse): Promise<T
   return undefined;
 }
 
-/** What a capabilities object must hold to be matched against runs. */
-function badCapabilities(c: unknown): string | undefined {
-  const x = c as Record<string, unknown> | undefined;
-  if (!x || typeof x !== 'object') return 'capabilities missing';
-  if (typeof x.hostname !== 'string' || typeof x.cores !== 'number' || typeof x.ramGiB !== 'number')
-    return 'capabilities need hostname, cores and ramGiB';
-  if (
-    !Array.isArray(x.gpus) ||
-    !x.gpus.every(
-      (g: { name?: unknown; vramGiB?: unknown }) =>
-        typeof g?.name === 'string' && typeof g?.vramGiB === 'number',
-    )
-  )
-    return 'capabilities.gpus must be a list of {name, vramGiB}';
-  return undefined;
-}
-
-const isStringMap = (v: unknown) =>
-  typeof v === 'object' &&
-  v !== null &&
-  !Array.isArray(v) &&
-  Object.values(v).every((x) => typeof x === 'string');
-const isStringList = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
-const badLabels = (v: unknown) =>
-  v === undefined || isStringMap(v) ? undefined : 'labels must map names to strings';
-const badPools = (v: unknown) =>
-  v === undefined || isStringList(v) ? undefined : 'pools must be a list of names';
-function badPolicy(v: unknown): string | undefined {
-  if (v === undefined) return undefined;
-  const p = v as Record<string, unknown>;
-  if (typeof v !== 'object' || v === null) return 'policy must be an object';
-  for (const k of ['runs', 'denyRuns'] as const)
-    if (p[k] !== undefined && !isStringList(p[k])) return `policy.${k} must be a list of globs`;
-  for (const k of ['labels', 'denyLabels'] as const)
-    if (p[k] !== undefined && !isStringMap(p[k])) return `policy.${k} must map names to strings`;
-  return undefined;
-}
-
 const epochOf = (v: unknown): number | undefined =>
   Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 
+export interface AgentApiOptions {
+  /** Where refused enrollments are logged (never with a token). */
+  logger: Logger;
+  now: () => number;
+}
+
+/**
+ * `POST /register`: an enrollment token for an agent token. Failed attempts are logged (address and
+ * name, never a token) and counted per source address: past a small burst, 429 until it refills.
+ */
+async function register(
+  hub: AgentHub,
+  throttle: FailureThrottle,
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
+  const from = req.socket.remoteAddress ?? 'unknown';
+  const wait = throttle.waitSec(from);
+  if (wait > 0)
+    return send(
+      res,
+      429,
+      { error: `too many failed enrollments from ${from}: try again in ${wait}s` },
+      { 'retry-after': String(wait) },
+    );
+  const body = await jsonBody<Record<string, unknown>>(req, res);
+  if (!body) return;
+  if (hub.closing) return stopping(res);
+  if (typeof body.enrollToken !== 'string' || !body.enrollToken)
+    return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
+  const checked = checkRegister(body);
+  if ('error' in checked) return send(res, 400, { error: checked.error });
+  const out = hub.register(checked.value);
+  if (!refused(out)) return send(res, 201, out);
+  if (out.status === 401 || out.status === 403) {
+    const emptied = throttle.failed(from);
+    logger.warn(
+      { from, agent: checked.value.name, status: out.status },
+      `enrollment refused: ${out.error}${emptied ? `; further attempts from ${from} are answered 429 for a while` : ''}`,
+    );
+  }
+  return send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {});
+}
+
 /** The handler for `/api/v1/agent/...`: enrollment, claims and the claimed jobs' reports. */
-export function agentApi(hub: AgentHub): HttpHandler {
+export function agentApi(hub: AgentHub, opts: AgentApiOptions): HttpHandler {
+  const throttle = new FailureThrottle(opts.now);
   return async (req, res, fullPath) => {
+    if (hub.closing) return stopping(res);
     const path = fullPath.slice(AGENT_API.length);
-    if (path === '/register') {
-      if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
-      const body = await jsonBody<RegisterRequest>(req, res);
-      if (!body) return;
-      if (typeof body.enrollToken !== 'string' || !body.enrollToken)
-        return send(res, 401, { error: 'no enrollment token' }, UNAUTHORIZED);
-      if (typeof body.name !== 'string' || !AGENT_NAME.test(body.name))
-        return send(res, 400, {
-          error: 'the agent name must be a DNS label: lowercase letters, digits and -, at most 63',
-        });
-      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPools(body.pools);
-      if (bad) return send(res, 400, { error: bad });
-      const out = hub.register(body);
-      return refused(out)
-        ? send(res, out.status, { error: out.error }, out.status === 401 ? UNAUTHORIZED : {})
-        : send(res, 201, out);
-    }
+    if (path === '/register') return register(hub, throttle, opts.logger, req, res);
     const agent = hub.authenticate(bearerToken(req.headers.authorization));
     if (!agent)
       return send(
@@ -120,15 +125,17 @@ export function agentApi(hub: AgentHub): HttpHandler {
       );
     if (path === '/claims') {
       if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
-      const body = await jsonBody<ClaimRequest>(req, res);
+      const body = await jsonBody<Record<string, unknown>>(req, res);
       if (!body) return;
-      const bad = badCapabilities(body.capabilities) ?? badLabels(body.labels) ?? badPolicy(body.policy);
-      if (bad) return send(res, 400, { error: bad });
+      if (hub.closing) return stopping(res);
+      const checked = checkClaim(body);
+      if ('error' in checked) return send(res, 400, { error: checked.error });
       const wait = Number(new URL(req.url ?? '', 'http://x').searchParams.get('wait') ?? 0);
       const waitMs = Math.max(0, Math.min(MAX_CLAIM_WAIT_SEC, Number.isFinite(wait) ? wait : 0)) * 1000;
       const alive = () => !req.socket.destroyed && !res.writableEnded;
-      const claim = await hub.claim(agent, body, waitMs, alive);
+      const claim = await hub.claim(agent, checked.value, waitMs, alive);
       if (!alive()) return; // the agent hung up: a claim made meanwhile expires with its lease
+      if (!claim && hub.closing) return stopping(res);
       return claim
         ? send(res, 200, claim)
         : void (res.writeHead(204, { 'cache-control': 'no-store' }), res.end());
@@ -148,6 +155,7 @@ export function agentApi(hub: AgentHub): HttpHandler {
     if (req.method !== 'POST') return send(res, 405, { error: 'use POST' }, { allow: 'POST' });
     const body = await jsonBody<{ epoch?: unknown }>(req, res);
     if (!body) return;
+    if (hub.closing) return stopping(res);
     const epoch = epochOf(body.epoch);
     if (!epoch) return send(res, 400, { error: 'epoch (a positive integer) is required' });
     const out =
@@ -174,6 +182,7 @@ export function agentsAdminApi(hub: AgentHub): HttpHandler {
           'www-authenticate': 'Bearer realm="adventuretime"',
         },
       );
+    if (hub.closing) return stopping(res);
     const path = fullPath.slice(AGENTS_ADMIN_API.length);
     if (path === '' || path === '/') {
       if (req.method !== 'GET') return send(res, 405, { error: 'use GET' }, { allow: 'GET' });

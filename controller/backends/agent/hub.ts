@@ -34,6 +34,7 @@ import {
   type JobRequest,
   type ObservedJob,
 } from '../types.js';
+import { checkExit, checkTime, type TimeWindow } from './checks.js';
 import { Journal } from './journal.js';
 import { needOf, policyAllows, selectorMatches, unfitBecause, type Need } from './match.js';
 
@@ -84,6 +85,11 @@ interface JobEnd {
 
 interface JobRec extends QueuedJob {
   agent?: string;
+  /**
+   * The enrollment that holds the claim (its token's hash), not only the agent's name: a name
+   * revoked and enrolled again is a new identity, and inherits nothing of the old one's claims.
+   */
+  enrollment?: string;
   epoch?: number;
   claimedAt?: string;
   startedAt?: string;
@@ -93,8 +99,11 @@ interface JobRec extends QueuedJob {
 
 type Entry =
   | { op: 'agent'; a: AgentRec }
+  /** The highest epoch handed out (a compacted journal may no longer hold its claim). */
+  | { op: 'epoch'; n: number }
   | { op: 'queue'; j: QueuedJob }
-  | { op: 'claim'; job: string; agent: string; epoch: number; at: string }
+  /** `enrollment` is absent from journals written before claims were bound to it: the name's enrollment then. */
+  | { op: 'claim'; job: string; agent: string; enrollment?: string; epoch: number; at: string }
   | { op: 'start'; job: string; at: string }
   | { op: 'cancel'; job: string }
   | { op: 'release'; job: string }
@@ -108,7 +117,7 @@ export interface Refusal {
 }
 
 interface Waiter {
-  agent: string;
+  agent: AgentRec;
   req: ClaimRequest;
   alive: () => boolean;
   resolve: (c: Claim | undefined) => void;
@@ -116,8 +125,23 @@ interface Waiter {
 
 /** An agent not heard from for this long shows as Offline (a long poll lasts at most 50 s). */
 const OFFLINE_AFTER_MS = 90_000;
+/**
+ * An agent's changed capabilities are journaled at most this often; in between they are kept in
+ * memory only (every claim sends them again, and claims match what the claim sends), so an agent
+ * that varies them at each claim cannot make the hub write and flush an entry per request.
+ */
+const CAPABILITIES_JOURNALED_EVERY_MS = 60_000;
+/** The journal is rewritten compact once it is past this and four times what it held after the last rewrite. */
+const COMPACT_AT_BYTES = 1 << 20;
+/** An enrollment token shorter than this opens nothing (as the API token): it could be guessed over the network. */
+export const MIN_ENROLL_TOKEN_LENGTH = 16;
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const iso = (ms: number) => new Date(ms).toISOString();
+
+export interface HubOptions {
+  /** Default `COMPACT_AT_BYTES`; tests make it small. */
+  compactAtBytes?: number;
+}
 
 export class AgentHub {
   private readonly journal: Journal<Entry>;
@@ -131,20 +155,25 @@ export class AgentHub {
   private readonly lastSeen = new Map<string, number>();
   private readonly bindings = new Map<string, PoolBinding>();
   private waiters: Waiter[] = [];
+  private closed = false;
   private readonly closers: (() => void)[] = [];
+  private readonly capabilitiesJournaledAt = new Map<string, number>();
   private epoch = 0;
+  private readonly compactMin: number;
+  private compactAt: number;
 
   constructor(
     dataDir: string,
     private readonly logger: Logger,
     private readonly now: () => number,
+    opts: HubOptions = {},
   ) {
     this.journal = new Journal(join(dataDir, 'agents', 'journal.jsonl'));
     for (const e of this.journal.replay()) this.apply(e);
     const t = this.now();
     for (const j of this.jobs.values()) if (j.agent && !j.end) this.lastBeat.set(j.job, t);
-    if (this.journal.length > 1000 && this.journal.length > 4 * (this.agents.size + this.jobs.size))
-      this.journal.rewrite(this.snapshot());
+    this.compactMin = this.compactAt = opts.compactAtBytes ?? COMPACT_AT_BYTES;
+    this.compactIfGrown();
   }
 
   // --- the Backend side ---------------------------------------------------------------------
@@ -195,7 +224,7 @@ export class AgentHub {
    */
   observe(backend: string, handles: readonly JobHandle[], owned?: ReadonlySet<string>): ObservedJob[] {
     const out = handles.map((h) => this.observed(h));
-    if (owned) {
+    if (owned && !this.closed) {
       const polled = new Set(handles.map((h) => h.jobName));
       const sweep: Entry[] = [];
       for (const j of this.jobs.values()) {
@@ -289,13 +318,22 @@ export class AgentHub {
   register(body: RegisterRequest): Enrolled | Refusal {
     const opened = [...this.bindings.values()].filter((b) => {
       const t = b.enrollToken();
-      return t !== undefined && tokenMatches(t, body.enrollToken);
+      return t !== undefined && t.length >= MIN_ENROLL_TOKEN_LENGTH && tokenMatches(t, body.enrollToken);
     });
-    if (!opened.length)
+    if (!opened.length) {
+      const short = [...this.bindings.values()].filter(
+        (b) => (b.enrollToken()?.length ?? MIN_ENROLL_TOKEN_LENGTH) < MIN_ENROLL_TOKEN_LENGTH,
+      );
+      if (short.length)
+        this.logger.error(
+          { backends: short.map((b) => b.backend) },
+          `an enrollment token shorter than ${MIN_ENROLL_TOKEN_LENGTH} characters opens nothing: give these Backends' tokenSecret a longer one (openssl rand -hex 32)`,
+        );
       return {
         status: 401,
         error: 'enrollment token refused: use the value of the agent Backend’s tokenSecret',
       };
+    }
     let pools = [...new Set(opened.map((b) => b.pool))];
     if (body.pools?.length) pools = pools.filter((p) => body.pools!.includes(p));
     if (!pools.length)
@@ -343,11 +381,12 @@ export class AgentHub {
     waitMs: number,
     alive: () => boolean,
   ): Promise<Claim | undefined> {
+    if (this.closed) return Promise.resolve(undefined);
     this.noteCapabilities(agent, req);
-    const now = this.tryClaim(agent.name, req);
+    const now = this.tryClaim(agent, req);
     if (now || waitMs <= 0) return Promise.resolve(now);
     return new Promise((resolve) => {
-      const w: Waiter = { agent: agent.name, req, alive, resolve: (c) => (clearTimeout(timer), resolve(c)) };
+      const w: Waiter = { agent, req, alive, resolve: (c) => (clearTimeout(timer), resolve(c)) };
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((x) => x !== w);
         resolve(undefined);
@@ -356,32 +395,39 @@ export class AgentHub {
     });
   }
 
-  /** An agent's capabilities are detected again at each start: keep the newest (journaled when they change). */
+  /**
+   * An agent's capabilities are detected again at each start: keep the newest (journaled when they
+   * change, at most every `CAPABILITIES_JOURNALED_EVERY_MS`). Its labels are not taken from a
+   * claim: they are those it enrolled with, so a Backend's `selector` means what enrollment said.
+   */
   private noteCapabilities(agent: AgentRec, req: ClaimRequest): void {
-    const labels = req.labels ?? agent.labels;
-    if (
-      JSON.stringify(req.capabilities) === JSON.stringify(agent.capabilities) &&
-      JSON.stringify(labels) === JSON.stringify(agent.labels)
-    )
-      return;
-    this.commit({ op: 'agent', a: { ...agent, capabilities: req.capabilities, labels } });
+    const a = this.agents.get(agent.name);
+    if (!a || a.tokenHash !== agent.tokenHash) return;
+    if (JSON.stringify(req.capabilities) === JSON.stringify(a.capabilities)) return;
+    const next: AgentRec = { ...a, capabilities: req.capabilities };
+    const t = this.now();
+    if (t - (this.capabilitiesJournaledAt.get(a.name) ?? -Infinity) < CAPABILITIES_JOURNALED_EVERY_MS)
+      return void this.agents.set(a.name, next); // journaled with its next change or compaction
+    this.capabilitiesJournaledAt.set(a.name, t);
+    this.commit({ op: 'agent', a: next });
   }
 
   heartbeat(agent: AgentRec, job: string, body: HeartbeatRequest): HeartbeatAnswer | Refusal {
     const j = this.held(agent, job, body.epoch);
     if ('status' in j) return j;
+    const started = checkTime(body.startedAt, 'startedAt', this.window(j));
+    if ('error' in started) return { status: 400, error: started.error };
     this.lastBeat.set(job, this.now());
-    if (body.startedAt && !j.startedAt) this.commit({ op: 'start', job, at: body.startedAt });
+    if (started.value && !j.startedAt) this.commit({ op: 'start', job, at: started.value });
     return { cancel: Boolean(j.cancel), leaseSec: this.binding(j)?.staleAfterSec ?? 0 };
   }
 
   complete(agent: AgentRec, job: string, body: CompleteRequest): { ok: true } | Refusal {
     const j = this.held(agent, job, body.epoch);
     if ('status' in j) return j;
-    const o = observedFromExit(
-      { jobName: job, jobId: job },
-      { ...body.exit, reason: String(body.exit.reason) },
-    );
+    const exit = checkExit(body.exit, this.window(j));
+    if ('error' in exit) return { status: 400, error: exit.error };
+    const o = observedFromExit({ jobName: job, jobId: job }, exit.value);
     const end: JobEnd = {
       state: o.state,
       reason: o.reason ?? 'Completed',
@@ -392,6 +438,11 @@ export class AgentHub {
     };
     this.commit({ op: 'end', job, end });
     return { ok: true };
+  }
+
+  /** When a claimed attempt's workload may have started or ended: since it was queued, until now. */
+  private window(j: JobRec): TimeWindow {
+    return { from: Date.parse(j.queuedAt), to: this.now() };
   }
 
   fail(agent: AgentRec, job: string, body: FailRequest): { ok: true } | Refusal {
@@ -433,7 +484,7 @@ export class AgentHub {
   private held(agent: AgentRec, job: string, epoch: number): JobRec | Refusal {
     const j = this.jobs.get(job);
     if (j) this.expireIfStale(j);
-    if (!j || j.agent !== agent.name || j.epoch !== epoch || j.end)
+    if (!j || j.enrollment !== agent.tokenHash || j.epoch !== epoch || j.end)
       return {
         status: 409,
         error: `lease lost: agent ${agent.name} does not hold ${job} under epoch ${epoch}${j?.end ? ` (it ended ${j.end.state}: ${j.end.reason})` : ''}; stop it`,
@@ -446,7 +497,7 @@ export class AgentHub {
   summaries(): AgentSummary[] {
     const t = this.now();
     return [...this.agents.values()].map((a) => {
-      const jobs = [...this.jobs.values()].filter((j) => j.agent === a.name && !j.end).map((j) => j.job);
+      const jobs = this.claimsOf(a).map((j) => j.job);
       const seen = this.lastSeen.get(a.name);
       const state: AgentSummary['state'] = a.revoked
         ? 'Revoked'
@@ -470,20 +521,34 @@ export class AgentHub {
     });
   }
 
-  /** drain: no new claims (what it runs finishes); resume undoes it; revoke: its token stops working. */
+  /**
+   * drain: no new claims (what it runs finishes); resume undoes it; revoke: its token stops working
+   * and its claims end now, `Lost` (`AgentRevoked`), so their runs resume elsewhere: a revoked
+   * host is no longer trusted to run or report them, and no later enrollment of its name can.
+   */
   setAgent(name: string, change: 'drain' | 'resume' | 'revoke'): AgentSummary | Refusal {
     const a = this.agents.get(name);
     if (!a) return { status: 404, error: `no agent named ${name} is enrolled (adv get agents lists them)` };
     if (a.revoked && change !== 'revoke')
       return { status: 409, error: `agent ${name} is revoked: enroll it again` };
     const next = { ...a, ...(change === 'revoke' ? { revoked: true } : { drained: change === 'drain' }) };
-    this.commit({ op: 'agent', a: next });
+    const ended: Entry[] = (change === 'revoke' ? this.claimsOf(a) : []).map((j) => ({
+      op: 'end',
+      job: j.job,
+      end: {
+        state: JobState.Lost,
+        reason: 'AgentRevoked',
+        message: `agent ${name} was revoked by an operator while it held the attempt`,
+        ...(j.startedAt ? { startedAt: j.startedAt } : {}),
+      },
+    }));
+    this.commit({ op: 'agent', a: next }, ...ended);
     if (change !== 'drain') this.offer();
-    for (const w of this.waiters.filter((x) => x.agent === name && change !== 'resume')) {
+    for (const w of this.waiters.filter((x) => x.agent.name === name && change !== 'resume')) {
       this.waiters = this.waiters.filter((x) => x !== w);
       w.resolve(undefined);
     }
-    this.logger.info({ agent: name, change }, 'agent changed by an operator');
+    this.logger.info({ agent: name, change, ended: ended.length }, 'agent changed by an operator');
     return this.summaries().find((s) => s.name === name)!;
   }
 
@@ -492,9 +557,22 @@ export class AgentHub {
     this.closers.push(fn);
   }
 
+  /** Whether the hub has closed: the controller is stopping, and agents should come back later. */
+  get closing(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * Closes the hub as the controller stops: every waiting long poll is answered now (the API
+   * answers 503 with Retry-After, and `adv agent` asks again later, its jobs running on), no claim
+   * is granted and no lease expires from here on (the agents have no one to renew with; a
+   * restarted hub counts every claim as renewed at start), and nothing more is journaled.
+   */
   close(): void {
-    for (const fn of this.closers.splice(0)) fn();
+    if (this.closed) return;
+    this.closed = true;
     for (const w of this.waiters.splice(0)) w.resolve(undefined);
+    for (const fn of this.closers.splice(0)) fn();
     this.journal.close();
   }
 
@@ -505,7 +583,7 @@ export class AgentHub {
   }
 
   private expireIfStale(j: JobRec): void {
-    if (!j.agent || j.end) return;
+    if (!j.agent || j.end || this.closed) return;
     const stale = (this.binding(j)?.staleAfterSec ?? 120) * 1000;
     const last = this.lastBeat.get(j.job) ?? this.now();
     if (this.now() - last <= stale) return;
@@ -523,10 +601,16 @@ export class AgentHub {
     });
   }
 
+  /** The live claims this enrollment holds. */
+  private claimsOf(a: AgentRec): JobRec[] {
+    return [...this.jobs.values()].filter((j) => j.enrollment === a.tokenHash && !j.end);
+  }
+
   /** The first queued attempt this agent can take, claimed for it; undefined when none fits. */
-  private tryClaim(agentName: string, req: ClaimRequest): Claim | undefined {
-    const a = this.agents.get(agentName);
-    if (!a || a.revoked || a.drained) return undefined;
+  private tryClaim(agent: AgentRec, req: ClaimRequest): Claim | undefined {
+    if (this.closed) return undefined;
+    const a = this.agents.get(agent.name);
+    if (!a || a.tokenHash !== agent.tokenHash || a.revoked || a.drained) return undefined;
     for (const job of this.queued) {
       const j = this.jobs.get(job)!;
       const b = this.binding(j);
@@ -535,7 +619,7 @@ export class AgentHub {
       const r = this.requests.get(job) ?? b.requestFor(job);
       if (!r) continue; // no live attempt (yet): the sweep forgets it
       const epoch = this.epoch + 1;
-      this.commit({ op: 'claim', job, agent: a.name, epoch, at: iso(this.now()) });
+      this.commit({ op: 'claim', job, agent: a.name, enrollment: a.tokenHash, epoch, at: iso(this.now()) });
       this.lastBeat.set(job, this.now());
       this.logger.info({ job, agent: a.name, epoch }, 'attempt claimed');
       const leaseSec = b.staleAfterSec;
@@ -578,8 +662,19 @@ export class AgentHub {
 
   /** Writes ahead, then applies: nothing is answered that a crash could forget. */
   private commit(...entries: Entry[]): void {
+    if (this.closed) throw new Error('the agent hub is closed: the controller is stopping');
     this.journal.append(...entries);
     for (const e of entries) this.apply(e);
+    this.compactIfGrown();
+  }
+
+  /** Rewrites the journal as a snapshot once it has grown well past what it describes. */
+  private compactIfGrown(): void {
+    if (this.journal.bytes <= this.compactAt) return;
+    const before = this.journal.bytes;
+    this.journal.rewrite(this.snapshot());
+    this.compactAt = Math.max(this.compactMin, 4 * this.journal.bytes);
+    this.logger.debug({ before, after: this.journal.bytes }, 'agent journal compacted');
   }
 
   private apply(e: Entry): void {
@@ -591,6 +686,9 @@ export class AgentHub {
         if (!e.a.revoked) this.byToken.set(e.a.tokenHash, e.a.name);
         return;
       }
+      case 'epoch':
+        this.epoch = Math.max(this.epoch, e.n);
+        return;
       case 'queue':
         this.jobs.set(e.j.job, { ...e.j });
         this.queued.add(e.j.job);
@@ -606,7 +704,12 @@ export class AgentHub {
     if (!j) return;
     switch (e.op) {
       case 'claim':
-        Object.assign(j, { agent: e.agent, epoch: e.epoch, claimedAt: e.at });
+        Object.assign(j, {
+          agent: e.agent,
+          enrollment: e.enrollment ?? this.agents.get(e.agent)?.tokenHash,
+          epoch: e.epoch,
+          claimedAt: e.at,
+        });
         this.epoch = Math.max(this.epoch, e.epoch);
         this.queued.delete(e.job);
         return;
@@ -618,6 +721,7 @@ export class AgentHub {
         return;
       case 'release':
         delete j.agent;
+        delete j.enrollment;
         delete j.epoch;
         delete j.claimedAt;
         this.queued.add(e.job);
@@ -633,12 +737,20 @@ export class AgentHub {
 
   /** The state as the fewest entries that rebuild it. */
   private snapshot(): Entry[] {
-    const out: Entry[] = [...this.agents.values()].map((a) => ({ op: 'agent', a }) as Entry);
+    const out: Entry[] = [{ op: 'epoch', n: this.epoch }];
+    for (const a of this.agents.values()) out.push({ op: 'agent', a });
     for (const j of this.jobs.values()) {
-      const { agent, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
+      const { agent, enrollment, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
       out.push({ op: 'queue', j: q });
       if (agent && epoch !== undefined)
-        out.push({ op: 'claim', job: j.job, agent, epoch, at: claimedAt ?? q.queuedAt });
+        out.push({
+          op: 'claim',
+          job: j.job,
+          agent,
+          enrollment: enrollment ?? '', // bound to no enrollment: nobody holds it
+          epoch,
+          at: claimedAt ?? q.queuedAt,
+        });
       if (startedAt) out.push({ op: 'start', job: j.job, at: startedAt });
       if (cancel) out.push({ op: 'cancel', job: j.job });
       if (end) out.push({ op: 'end', job: j.job, end });

@@ -78,17 +78,31 @@ export function unfitBecause(need: Need, caps: AgentCapabilities): string | unde
   return undefined;
 }
 
-/** `*` matches any run of characters; everything else is literal. */
+/**
+ * Whether `name` matches `glob`: `*` matches any run of characters (none included), everything
+ * else is literal. A greedy scan that, on a mismatch, retries only from the last star it passed,
+ * so it takes at most |glob|·|name| steps whatever the pattern: an agent's policy is matched on the
+ * controller's event loop, and a backtracking regex (`^.*.*…!$`) would stall it for hours.
+ */
 export function globMatches(glob: string, name: string): boolean {
-  const re = new RegExp(
-    '^' +
-      glob
-        .split('*')
-        .map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-        .join('.*') +
-      '$',
-  );
-  return re.test(name);
+  let g = 0;
+  let n = 0;
+  let star = -1; // the glob index of the last star passed; its match resumes at `from`
+  let from = 0;
+  while (n < name.length) {
+    if (glob[g] === '*') {
+      star = g++;
+      from = n;
+    } else if (g < glob.length && glob[g] === name[n]) {
+      g++;
+      n++;
+    } else if (star >= 0) {
+      g = star + 1;
+      n = ++from;
+    } else return false;
+  }
+  while (glob[g] === '*') g++;
+  return g === glob.length;
 }
 
 /** Whether the agent's own policy lets it take this run. */
