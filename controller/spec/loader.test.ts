@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SpecLoader } from './loader.js';
+import { SpecLoader, type CachedFileEntry } from './loader.js';
 import { DirectorySource } from './source.js';
 
 const run = (name: string, cmd = 'echo hi') =>
@@ -79,5 +79,27 @@ describe('SpecLoader', () => {
     expect(names).toEqual(expect.arrayContaining(['good-one', 'good-two']));
     expect(r.invalid).toHaveLength(1);
     expect(r.invalid[0]).toMatchObject({ file: 'multi.yaml', line: 8, kind: 'Run', name: 'BAD' });
+  });
+
+  it('parses again a DAG an older cache kept without its child names, so a Run/DAG name clash is seen', async () => {
+    await writeFile(
+      join(dir, 'dag.yaml'),
+      'apiVersion: adventuretime.dev/v1alpha1\nkind: DAG\nmetadata: {name: r1}\nspec:\n  nodes:\n    - {id: x, run: {command: y}}\n',
+    );
+    const first = new SpecLoader();
+    await first.sync(new DirectorySource(dir));
+    // As an older loader wrote it: the documents without `children`.
+    const old = first.exportCache().map(([f, k, docs, diags]): CachedFileEntry => {
+      return [f, k, docs.map(({ children: _, ...d }) => d), diags];
+    });
+    await writeFile(join(dir, 'runs', 'clash.yaml'), run('r1.x'));
+    const second = new SpecLoader();
+    second.importCache(old);
+    const r = await second.sync(new DirectorySource(dir));
+    expect(second.parsedFiles).toBe(2); // dag.yaml and the new file; the 20 runs came from the cache
+    expect(r.diagnostics.map((d) => `${d.file} ${d.code}`)).toEqual([
+      'dag.yaml DuplicateName',
+      'runs/clash.yaml DuplicateName',
+    ]);
   });
 });

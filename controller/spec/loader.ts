@@ -11,8 +11,8 @@ import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
-import { backendRefsOf, documentRules, type BackendRef } from './rules.js';
-import type { Kind, SpecObject } from './schema.js';
+import { backendRefsOf, childRefsOf, documentRules, type BackendRef, type ChildRef } from './rules.js';
+import type { Dag, Kind, SpecObject } from './schema.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -28,6 +28,8 @@ export interface LoadedDocument {
   name?: string;
   /** Where `metadata.name` is written. */
   namePos?: { line: number; column: number };
+  /** A schema-valid DAG's child Runs (`<dag>.<node>`), each with where its node's id is written. */
+  children?: ChildRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];
@@ -102,10 +104,17 @@ export class SpecLoader {
     return [...this.files].map(([file, c]) => [file, c.key, c.docs, c.fileDiagnostics]);
   }
 
-  /** Seeds the cache from `exportCache` output; files whose key still matches are not parsed again. */
+  /**
+   * Seeds the cache from `exportCache` output; files whose key still matches are not parsed again.
+   * An entry an older loader wrote without the summaries this one keeps (a DAG's child names) is
+   * left out, so its file is parsed again: otherwise the cross-file rules would not see them until
+   * the file changed.
+   */
   importCache(entries: readonly CachedFileEntry[]): void {
-    for (const [file, key, docs, fileDiagnostics] of entries)
+    for (const [file, key, docs, fileDiagnostics] of entries) {
+      if (!docs.every(hasSummaries)) continue;
       this.files.set(file, { key, docs, fileDiagnostics });
+    }
   }
 
   /** Whether `file` is cached with this change key. */
@@ -210,9 +219,17 @@ function loadOneFile(
     const ruleErrors = documentRules(obj, pd.locator, backends);
     doc.diagnostics.push(...ruleErrors.map(withFile));
     doc.backendRefs = backendRefsOf(obj, pd.locator);
+    if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
     doc.object = obj;
   }
   return { docs, fileDiagnostics: parsed.diagnostics };
+}
+
+/** Whether a cached document has every summary the cross-file rules read. */
+function hasSummaries(d: LoadedDocument): boolean {
+  if (!d.object) return true;
+  if (d.kind === 'DAG') return d.children !== undefined;
+  return true;
 }
 
 /** Codes of the rules that need the whole repo (a file checked alone cannot pass or fail them). */
@@ -222,31 +239,41 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'SecondStorage',
 ]);
 
-/** Duplicate names, references to unknown backends, more than one Storage. */
+type Add = (d: LoadedDocument, diag: Diagnostic) => void;
 
+/** Where a document's name is written, as `file:line`. */
+const nameAt = (d: LoadedDocument): string => `${d.file}:${d.namePos?.line ?? d.line}`;
+
+/** Duplicate names (a DAG's child Runs included), references to unknown backends, more than one Storage. */
 function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
-  const add = (d: LoadedDocument, diag: Diagnostic): void => {
+  const add: Add = (d, diag) => {
     const list = out.get(d);
     if (list) list.push(diag);
     else out.set(d, [diag]);
   };
   const byName = new Map<string, LoadedDocument[]>();
-  const backends = new Set<string>();
-  const storages: LoadedDocument[] = [];
   for (const d of docs) {
     if (!d.kind || !d.name) continue;
     const k = `${d.kind}/${d.name}`;
     const list = byName.get(k);
     if (list) list.push(d);
     else byName.set(k, [d]);
-    if (d.kind === 'Backend') backends.add(d.name);
-    if (d.kind === 'Storage') storages.push(d);
   }
+  duplicateNameRules(byName, add);
+  childNameRules(docs, byName, add);
+  backendRefRules(docs, add);
+  const storages = docs.filter((d) => d.kind === 'Storage' && d.name);
+  secondStorageRules(storages, add);
+  return out;
+}
+
+/** Two documents of one kind and name: both are refused (acting on either would be a guess). */
+function duplicateNameRules(byName: ReadonlyMap<string, LoadedDocument[]>, add: Add): void {
   for (const [k, list] of byName) {
     if (list.length < 2) continue;
     for (const d of list) {
-      const others = list.filter((o) => o !== d).map((o) => `${o.file}:${o.namePos?.line ?? o.line}`);
+      const others = list.filter((o) => o !== d).map(nameAt);
       add(d, {
         severity: 'error',
         code: 'DuplicateName',
@@ -259,6 +286,51 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
       });
     }
   }
+}
+
+/**
+ * A DAG node's child Run is named `<dag>.<node>`: a Run of that name would be the same run twice.
+ * Both are refused, as two Runs of one name are: the Run at its name, the DAG at the node's id.
+ */
+function childNameRules(
+  docs: readonly LoadedDocument[],
+  byName: ReadonlyMap<string, LoadedDocument[]>,
+  add: Add,
+): void {
+  const hint =
+    'rename the Run or the node: a DAG node runs as the Run "<dag>.<node id>", and Run names are unique across the repo';
+  for (const dag of docs) {
+    for (const child of dag.children ?? []) {
+      for (const run of byName.get(`Run/${child.name}`) ?? []) {
+        const nodeAt = `${dag.file}:${child.line}`;
+        add(run, {
+          severity: 'error',
+          code: 'DuplicateName',
+          file: run.file,
+          line: run.namePos?.line ?? run.line,
+          column: run.namePos?.column ?? run.column,
+          path: 'metadata.name',
+          message: `Run/${child.name} is also the child run of node "${child.node}" of DAG/${dag.name} at ${nodeAt}`,
+          hint,
+        });
+        add(dag, {
+          severity: 'error',
+          code: 'DuplicateName',
+          file: dag.file,
+          line: child.line,
+          column: child.column,
+          path: child.path,
+          message: `node "${child.node}" runs as Run/${child.name}, which is also defined at ${nameAt(run)}`,
+          hint,
+        });
+      }
+    }
+  }
+}
+
+/** Every backend a Run or DAG names is defined in the repo. */
+function backendRefRules(docs: readonly LoadedDocument[], add: Add): void {
+  const backends = new Set(docs.filter((d) => d.kind === 'Backend' && d.name).map((d) => d.name!));
   const known = [...backends];
   for (const d of docs) {
     if (!d.object) continue;
@@ -281,8 +353,10 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
       });
     }
   }
+}
+
+function secondStorageRules(storages: readonly LoadedDocument[], add: Add): void {
   for (const extra of storages.slice(1)) {
-    const first = storages[0]!;
     add(extra, {
       severity: 'error',
       code: 'SecondStorage',
@@ -290,9 +364,8 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
       line: extra.namePos?.line ?? extra.line,
       column: extra.namePos?.column ?? extra.column,
       path: 'metadata.name',
-      message: `a repo has one Storage; another is defined at ${first.file}:${first.namePos?.line ?? first.line}`,
+      message: `a repo has one Storage; another is defined at ${nameAt(storages[0]!)}`,
       hint: 'remove one of them',
     });
   }
-  return out;
 }

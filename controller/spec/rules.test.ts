@@ -139,3 +139,52 @@ describe('what no process can be given', () => {
     expect(codes(spec)).toEqual(expected);
   });
 });
+
+/** Loads `files` (name → YAML) as one repo; its diagnostics as `file:line:column Code path`. */
+const repo = (files: Record<string, string>) => {
+  const l = new SpecLoader();
+  for (const [f, text] of Object.entries(files)) l.loadFile(f, enc(text), '1');
+  const r = l.result();
+  return { r, where: r.diagnostics.map((d) => `${d.file}:${d.line}:${d.column} ${d.code} ${d.path}`) };
+};
+
+describe("a Run named like a DAG's child run", () => {
+  const dag = (name: string, ids: string[]) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: DAG\nmetadata: {name: ${name}}\nspec:\n  nodes:\n` +
+    ids.map((id) => `    - id: ${id}\n      run: {command: x}\n`).join('');
+
+  it("is a DuplicateName at the Run's name and at the node's id; neither is loaded", () => {
+    const { r, where } = repo({
+      'dags/pipe.yaml': dag('pipe', ['prep', 'train']),
+      'runs/x.yaml': run('pipe.train', '  command: y\n'),
+    });
+    expect(where).toEqual([
+      'dags/pipe.yaml:8:11 DuplicateName spec.nodes[1].id',
+      'runs/x.yaml:4:9 DuplicateName metadata.name',
+    ]);
+    const [onDag, onRun] = r.diagnostics;
+    expect(onDag!.message).toBe(
+      'node "train" runs as Run/pipe.train, which is also defined at runs/x.yaml:4',
+    );
+    expect(onRun!.message).toBe(
+      'Run/pipe.train is also the child run of node "train" of DAG/pipe at dags/pipe.yaml:8',
+    );
+    expect(onRun!.hint).toMatch(/rename the Run or the node/);
+    expect(r.objects).toEqual([]);
+    expect(r.invalid.map((d) => `${d.kind}/${d.name}`).sort()).toEqual(['DAG/pipe', 'Run/pipe.train']);
+  });
+
+  it.each([
+    ['another DAG', { 'a.yaml': dag('pipe', ['train']), 'b.yaml': dag('pipe.train', ['x']) }],
+    [
+      'a Run of a name only alike',
+      { 'a.yaml': dag('pipe', ['train']), 'b.yaml': run('pipe-train', '  command: y\n') },
+    ],
+    [
+      'a Run named like the DAG',
+      { 'a.yaml': dag('pipe', ['train']), 'b.yaml': run('pipe', '  command: y\n') },
+    ],
+  ])('is no clash with %s', (_name, files) => {
+    expect(repo(files).where).toEqual([]);
+  });
+});

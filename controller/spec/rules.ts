@@ -22,6 +22,15 @@ export interface BackendRef {
   column: number;
 }
 
+/** The child Run a DAG node makes (`<dag>.<node>`), kept with where the node's id is written. */
+export interface ChildRef {
+  name: string;
+  node: string;
+  path: string;
+  line: number;
+  column: number;
+}
+
 class Collector {
   readonly out: Located[] = [];
   constructor(private readonly loc: Locator) {}
@@ -83,6 +92,14 @@ export function backendRefsOf(obj: SpecObject, loc: Locator): BackendRef[] {
     dag.spec.nodes.forEach((n, i) => fromSelector(n.run.backendSelector, ['spec', 'nodes', i, 'run']));
   }
   return refs;
+}
+
+/** The child Runs of a DAG, one per node, each at its node's `id`. */
+export function childRefsOf(dag: Dag, loc: Locator): ChildRef[] {
+  return dag.spec.nodes.map((n, i) => {
+    const path = ['spec', 'nodes', i, 'id'];
+    return { name: `${dag.metadata.name}.${n.id}`, node: n.id, path: formatPath(path), ...loc.at(path) };
+  });
 }
 
 function isUnsafeRelPath(p: string): boolean {
