@@ -11,8 +11,17 @@ import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
-import { backendRefsOf, childRefsOf, documentRules, type BackendRef, type ChildRef } from './rules.js';
-import type { Dag, Kind, SpecObject } from './schema.js';
+import { storeCredentialNames } from '../storage.js';
+import {
+  backendRefsOf,
+  BACKEND_SECRET_HINT,
+  backendSecretRefsOf,
+  childRefsOf,
+  documentRules,
+  type BackendRef,
+  type ChildRef,
+} from './rules.js';
+import type { Backend, Dag, Kind, SpecObject, Storage } from './schema.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -30,6 +39,8 @@ export interface LoadedDocument {
   namePos?: { line: number; column: number };
   /** A schema-valid DAG's child Runs (`<dag>.<node>`), each with where its node's id is written. */
   children?: ChildRef[];
+  /** The secrets a schema-valid Backend names (its `*Secret` fields), located. */
+  secretRefs?: BackendRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];
@@ -106,9 +117,9 @@ export class SpecLoader {
 
   /**
    * Seeds the cache from `exportCache` output; files whose key still matches are not parsed again.
-   * An entry an older loader wrote without the summaries this one keeps (a DAG's child names) is
-   * left out, so its file is parsed again: otherwise the cross-file rules would not see them until
-   * the file changed.
+   * An entry an older loader wrote without the summaries this one keeps (a DAG's child names, a
+   * Backend's secrets) is left out, so its file is parsed again: otherwise the cross-file rules
+   * would not see them until the file changed.
    */
   importCache(entries: readonly CachedFileEntry[]): void {
     for (const [file, key, docs, fileDiagnostics] of entries) {
@@ -220,6 +231,7 @@ function loadOneFile(
     doc.diagnostics.push(...ruleErrors.map(withFile));
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
+    if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
     doc.object = obj;
   }
   return { docs, fileDiagnostics: parsed.diagnostics };
@@ -229,6 +241,7 @@ function loadOneFile(
 function hasSummaries(d: LoadedDocument): boolean {
   if (!d.object) return true;
   if (d.kind === 'DAG') return d.children !== undefined;
+  if (d.kind === 'Backend') return d.secretRefs !== undefined;
   return true;
 }
 
@@ -237,6 +250,7 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'DuplicateName',
   'UnknownBackend',
   'SecondStorage',
+  'StoreCredential',
 ]);
 
 type Add = (d: LoadedDocument, diag: Diagnostic) => void;
@@ -244,7 +258,10 @@ type Add = (d: LoadedDocument, diag: Diagnostic) => void;
 /** Where a document's name is written, as `file:line`. */
 const nameAt = (d: LoadedDocument): string => `${d.file}:${d.namePos?.line ?? d.line}`;
 
-/** Duplicate names (a DAG's child Runs included), references to unknown backends, more than one Storage. */
+/**
+ * Duplicate names (a DAG's child Runs included), references to unknown backends, more than one
+ * Storage, Backends naming the store's credentials.
+ */
 function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
   const add: Add = (d, diag) => {
@@ -265,6 +282,7 @@ function crossFileRules(docs: readonly LoadedDocument[]): Map<LoadedDocument, Di
   backendRefRules(docs, add);
   const storages = docs.filter((d) => d.kind === 'Storage' && d.name);
   secondStorageRules(storages, add);
+  storeCredentialRules(docs, storages[0], add);
   return out;
 }
 
@@ -367,5 +385,34 @@ function secondStorageRules(storages: readonly LoadedDocument[], add: Add): void
       message: `a repo has one Storage; another is defined at ${nameAt(storages[0]!)}`,
       hint: 'remove one of them',
     });
+  }
+}
+
+/**
+ * A Backend's secret is resolved from the controller's secrets and sent where the spec says (an
+ * API key to `apiUrl`): naming the store's credential variables would hand the store's keys to it.
+ */
+function storeCredentialRules(
+  docs: readonly LoadedDocument[],
+  storage: LoadedDocument | undefined,
+  add: Add,
+): void {
+  if (!storage?.object) return;
+  const reserved = new Set(storeCredentialNames((storage.object as Storage).spec));
+  if (!reserved.size) return;
+  for (const d of docs) {
+    for (const ref of d.secretRefs ?? []) {
+      if (!reserved.has(ref.name)) continue;
+      add(d, {
+        severity: 'error',
+        code: 'StoreCredential',
+        file: d.file,
+        line: ref.line,
+        column: ref.column,
+        path: ref.path,
+        message: `"${ref.name}" is a credential of the object store (Storage at ${nameAt(storage)}), which only the controller hands out: no spec may name it`,
+        hint: BACKEND_SECRET_HINT,
+      });
+    }
   }
 }

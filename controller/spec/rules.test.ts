@@ -188,3 +188,73 @@ describe("a Run named like a DAG's child run", () => {
     expect(repo(files).where).toEqual([]);
   });
 });
+
+describe('secrets a Backend names', () => {
+  const backend = (name: string, body: string) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: Backend\nmetadata: {name: ${name}}\nspec:\n${body}`;
+  const vast = (key: string) => backend('vast', `  type: vastai\n  vastai: {apiKeySecret: ${key}}\n`);
+  const agent = (token: string) => backend('lab', `  type: agent\n  agent: {tokenSecret: ${token}}\n`);
+  const storage = (s3: string) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: s}\nspec:\n  type: s3\n  s3: ${s3}\n`;
+  const FILE_STORE =
+    'apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: s}\nspec:\n  type: file\n  file: {path: store}\n';
+
+  it.each([
+    ['a key of its own', { 'b.yaml': vast('VAST_API_KEY') }, []],
+    [
+      'ADV_* as the vastai key',
+      { 'b.yaml': vast('ADV_GIT_TOKEN') },
+      ['b.yaml:6:26 ReservedSecret spec.vastai.apiKeySecret'],
+    ],
+    [
+      'ADV_* as the agent token',
+      { 'b.yaml': agent('ADV_WEBHOOK_SECRET') },
+      ['b.yaml:6:24 ReservedSecret spec.agent.tokenSecret'],
+    ],
+    [
+      "the store's secret key (credentialsSecret)",
+      {
+        'b.yaml': vast('STORE_SECRET_ACCESS_KEY'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      ['b.yaml:6:26 StoreCredential spec.vastai.apiKeySecret'],
+    ],
+    [
+      "the store's key id, as the agent token",
+      {
+        'b.yaml': agent('STORE_ACCESS_KEY_ID'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      ['b.yaml:6:24 StoreCredential spec.agent.tokenSecret'],
+    ],
+    [
+      "the SDK's variables, for a store without credentialsSecret",
+      { 'b.yaml': vast('AWS_SECRET_ACCESS_KEY'), 's.yaml': storage('{bucket: ckpts}') },
+      ['b.yaml:6:26 StoreCredential spec.vastai.apiKeySecret'],
+    ],
+    [
+      "the SDK's variables, when the store names its own",
+      {
+        'b.yaml': vast('AWS_SECRET_ACCESS_KEY'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      [],
+    ],
+    ['any name, with a file store', { 'b.yaml': vast('AWS_SECRET_ACCESS_KEY'), 's.yaml': FILE_STORE }, []],
+  ])('%s', (_name, files, expected) => {
+    expect(repo(files).where).toEqual(expected);
+  });
+
+  it('says whose credential it is, where, and what to do', () => {
+    const { r } = repo({
+      'b.yaml': vast('STORE_SECRET_ACCESS_KEY'),
+      's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+    });
+    expect(r.diagnostics[0]).toMatchObject({
+      message:
+        '"STORE_SECRET_ACCESS_KEY" is a credential of the object store (Storage at s.yaml:3), which only the controller hands out: no spec may name it',
+      hint: expect.stringMatching(/a secret of its own/),
+    });
+    expect(r.objects.map((o) => o.kind)).toEqual(['Storage']);
+  });
+});
