@@ -57,14 +57,21 @@ describe('SpecLoader', () => {
     expect(r.objects.map((o) => o.name)).toEqual(expect.arrayContaining(['r1', 'r1-copy']));
   });
 
-  it('skips hidden directories and does not follow symlinks out of the repo', async () => {
+  it('skips hidden directories, and does not follow symlinks out of the repo but says it skipped them', async () => {
     await mkdir(join(dir, '.github', 'workflows'), { recursive: true });
     await writeFile(join(dir, '.github', 'workflows', 'plan.yaml'), 'on: push\n');
     const outside = await mkdtemp(join(tmpdir(), 'adv-outside-'));
     await writeFile(join(outside, 'secret.yaml'), run('outside'));
     await symlink(join(outside, 'secret.yaml'), join(dir, 'link.yaml'));
+    await symlink(outside, join(dir, 'more-specs'));
+    await symlink(join(outside, 'secret.yaml'), join(dir, '.github', 'link.yaml'));
     const r = await new SpecLoader().sync(new DirectorySource(dir));
-    expect(r.diagnostics).toEqual([]);
+    // Each skipped link is said (a warning: nothing is wrong with the repo itself), hidden ones not.
+    expect(r.diagnostics.map((d) => `${d.file} ${d.severity} ${d.code}`)).toEqual([
+      'link.yaml warning SymlinkSkipped',
+      'more-specs warning SymlinkSkipped',
+    ]);
+    expect(r.invalid).toEqual([]);
     expect(r.objects.map((o) => o.name)).not.toContain('outside');
     await rm(outside, { recursive: true, force: true });
   });

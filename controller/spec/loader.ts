@@ -94,6 +94,8 @@ export class SpecLoader {
   private readonly files = new Map<string, CachedFile>();
   private readonly limits: ParseLimits;
   private readonly backends: BackendList;
+  /** What the last synced source met and did not hand over as a file (see `SpecSource.notices`). */
+  private sourceNotices: Diagnostic[] = [];
   /** Files parsed since construction; tests and benchmarks read it to prove caching. */
   parsedFiles = 0;
 
@@ -140,6 +142,7 @@ export class SpecLoader {
   /** Brings the cache in line with a source: reads changed files only, forgets vanished ones. */
   async sync(source: SpecSource): Promise<LoadResult> {
     const refs = await source.list();
+    this.sourceNotices = source.notices?.() ?? [];
     const present = new Set(refs.map((r) => r.path));
     for (const file of [...this.files.keys()]) if (!present.has(file)) this.files.delete(file);
     const stale: SpecFileRef[] = [];
@@ -187,6 +190,10 @@ export class SpecLoader {
       }
     }
     for (const fd of fileDiagnostics) invalid.push({ file: fd.file, line: fd.line, diagnostics: [fd] });
+    for (const n of this.sourceNotices) {
+      diagnostics.push(n);
+      if (n.severity === 'error') invalid.push({ file: n.file, line: n.line, diagnostics: [n] });
+    }
     diagnostics.sort(byLocation);
     return { objects, invalid, diagnostics, fileCount: this.files.size };
   }
