@@ -16,6 +16,7 @@ export {
   DEFAULT_LIMITS,
   DirectorySource,
   SpecLoader,
+  WorkTreeSource,
   devicesOf,
   findCycle,
   formatDiagnostic,

@@ -15,6 +15,19 @@ export interface StoreTarget {
   missing: string[];
 }
 
+/**
+ * The variables that hold the store's credentials: `<NAME>_ACCESS_KEY_ID` and
+ * `<NAME>_SECRET_ACCESS_KEY` for `credentialsSecret: NAME`, else the AWS SDK's own; none for a
+ * `file` store. Only the controller hands them out: no spec may name them as a secret.
+ */
+export function storeCredentialNames(spec: StorageSpec): string[] {
+  if (spec.type !== 's3') return [];
+  const prefix = spec.s3?.credentialsSecret;
+  return prefix
+    ? [`${prefix}_ACCESS_KEY_ID`, `${prefix}_SECRET_ACCESS_KEY`]
+    : ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'];
+}
+
 export function storeTarget(
   spec: StorageSpec,
   dataDir: string,
@@ -30,15 +43,10 @@ export function storeTarget(
   if (s3.forcePathStyle) q.set('forcePathStyle', 'true');
   const jobEnv: Record<string, string> = {};
   const missing: string[] = [];
-  if (s3.credentialsSecret) {
-    q.set('credentials', s3.credentialsSecret);
-    for (const v of [`${s3.credentialsSecret}_ACCESS_KEY_ID`, `${s3.credentialsSecret}_SECRET_ACCESS_KEY`]) {
-      if (env[v]) jobEnv[v] = env[v]!;
-      else missing.push(v);
-    }
-  } else {
-    for (const v of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'])
-      if (env[v]) jobEnv[v] = env[v]!;
+  if (s3.credentialsSecret) q.set('credentials', s3.credentialsSecret);
+  for (const v of storeCredentialNames(spec)) {
+    if (env[v]) jobEnv[v] = env[v]!;
+    else if (s3.credentialsSecret) missing.push(v);
   }
   const prefix = (s3.prefix ?? '').replace(/^\/+|\/+$/g, '');
   const query = q.toString();

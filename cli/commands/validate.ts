@@ -10,6 +10,7 @@ import {
   ErrorCode,
   type Diagnostic,
   type LoadResult,
+  WorkTreeSource,
 } from '../../controller/index.js';
 import { printableDiagnostic } from '../format.js';
 import { colours, printable, type Io } from '../output.js';
@@ -54,6 +55,11 @@ Examples:
                                  # names unique across the repo, one Storage) are not checked
   adv validate -o json . | jq '.diagnostics[] | .message'
 
+In a git work tree, a directory is checked as the controller will read it once committed: the
+files git tracks or would track (ignored ones are skipped), a symlink named like a spec is an
+error (git stores only its target path), submodules and links to folders are skipped with a
+warning. Elsewhere every file is read and links are skipped with a warning.
+
 Exit codes: 0 valid, 1 invalid, 3 path not found.`,
     )
     .action(
@@ -67,8 +73,10 @@ Exit codes: 0 valid, 1 invalid, 3 path not found.`,
           ...(opts.maxDocuments ? { maxDocuments: opts.maxDocuments } : {}),
           ...(opts.maxAliasCount ? { maxAliasCount: opts.maxAliasCount } : {}),
         };
-        const loaded = await loadSpecs(new DirectorySource(root), { limits });
-        const result = checked(loaded, (await stat(root)).isFile());
+        const oneFile = (await stat(root)).isFile();
+        // In a git work tree, what the controller will read once it is committed; else every file.
+        const source = (!oneFile && (await WorkTreeSource.open(root))) || new DirectorySource(root);
+        const result = checked(await loadSpecs(source, { limits }), oneFile);
         const errors = result.diagnostics.filter((d) => d.severity === 'error');
         if (opts.output === 'json') {
           io.stdout.write(

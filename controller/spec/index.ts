@@ -11,4 +11,5 @@ export {
   type LoadedDocument,
 } from './loader.js';
 export { DirectorySource, type SpecSource, type SpecFileRef, isSpecFile } from './source.js';
+export { WorkTreeSource } from './worktree-source.js';
 export { findCycle, devicesOf } from './rules.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SpecLoader } from './loader.js';
+import { SpecLoader, type CachedFileEntry } from './loader.js';
 import { DirectorySource } from './source.js';
 
 const run = (name: string, cmd = 'echo hi') =>
@@ -57,14 +57,21 @@ describe('SpecLoader', () => {
     expect(r.objects.map((o) => o.name)).toEqual(expect.arrayContaining(['r1', 'r1-copy']));
   });
 
-  it('skips hidden directories and does not follow symlinks out of the repo', async () => {
+  it('skips hidden directories, and does not follow symlinks out of the repo but says it skipped them', async () => {
     await mkdir(join(dir, '.github', 'workflows'), { recursive: true });
     await writeFile(join(dir, '.github', 'workflows', 'plan.yaml'), 'on: push\n');
     const outside = await mkdtemp(join(tmpdir(), 'adv-outside-'));
     await writeFile(join(outside, 'secret.yaml'), run('outside'));
     await symlink(join(outside, 'secret.yaml'), join(dir, 'link.yaml'));
+    await symlink(outside, join(dir, 'more-specs'));
+    await symlink(join(outside, 'secret.yaml'), join(dir, '.github', 'link.yaml'));
     const r = await new SpecLoader().sync(new DirectorySource(dir));
-    expect(r.diagnostics).toEqual([]);
+    // Each skipped link is said (a warning: nothing is wrong with the repo itself), hidden ones not.
+    expect(r.diagnostics.map((d) => `${d.file} ${d.severity} ${d.code}`)).toEqual([
+      'link.yaml warning SymlinkSkipped',
+      'more-specs warning SymlinkSkipped',
+    ]);
+    expect(r.invalid).toEqual([]);
     expect(r.objects.map((o) => o.name)).not.toContain('outside');
     await rm(outside, { recursive: true, force: true });
   });
@@ -79,5 +86,27 @@ describe('SpecLoader', () => {
     expect(names).toEqual(expect.arrayContaining(['good-one', 'good-two']));
     expect(r.invalid).toHaveLength(1);
     expect(r.invalid[0]).toMatchObject({ file: 'multi.yaml', line: 8, kind: 'Run', name: 'BAD' });
+  });
+
+  it('parses again a DAG an older cache kept without its child names, so a Run/DAG name clash is seen', async () => {
+    await writeFile(
+      join(dir, 'dag.yaml'),
+      'apiVersion: adventuretime.dev/v1alpha1\nkind: DAG\nmetadata: {name: r1}\nspec:\n  nodes:\n    - {id: x, run: {command: y}}\n',
+    );
+    const first = new SpecLoader();
+    await first.sync(new DirectorySource(dir));
+    // As an older loader wrote it: the documents without `children`.
+    const old = first.exportCache().map(([f, k, docs, diags]): CachedFileEntry => {
+      return [f, k, docs.map(({ children: _, ...d }) => d), diags];
+    });
+    await writeFile(join(dir, 'runs', 'clash.yaml'), run('r1.x'));
+    const second = new SpecLoader();
+    second.importCache(old);
+    const r = await second.sync(new DirectorySource(dir));
+    expect(second.parsedFiles).toBe(2); // dag.yaml and the new file; the 20 runs came from the cache
+    expect(r.diagnostics.map((d) => `${d.file} ${d.code}`)).toEqual([
+      'dag.yaml DuplicateName',
+      'runs/clash.yaml DuplicateName',
+    ]);
   });
 });

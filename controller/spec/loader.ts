@@ -11,8 +11,17 @@ import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
-import { backendRefsOf, documentRules, type BackendRef } from './rules.js';
-import type { Kind, SpecObject } from './schema.js';
+import { storeCredentialNames } from '../storage.js';
+import {
+  backendRefsOf,
+  BACKEND_SECRET_HINT,
+  backendSecretRefsOf,
+  childRefsOf,
+  documentRules,
+  type BackendRef,
+  type ChildRef,
+} from './rules.js';
+import type { Backend, Dag, Kind, SpecObject, Storage } from './schema.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -28,6 +37,10 @@ export interface LoadedDocument {
   name?: string;
   /** Where `metadata.name` is written. */
   namePos?: { line: number; column: number };
+  /** A schema-valid DAG's child Runs (`<dag>.<node>`), each with where its node's id is written. */
+  children?: ChildRef[];
+  /** The secrets a schema-valid Backend names (its `*Secret` fields), located. */
+  secretRefs?: BackendRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];
@@ -88,6 +101,8 @@ export class SpecLoader {
   private readonly limits: ParseLimits;
   private readonly backends: BackendList;
   private readonly backendNames: (() => ReadonlySet<string> | undefined) | undefined;
+  /** What the last synced source met and did not hand over as a file (see `SpecSource.notices`). */
+  private sourceNotices: Diagnostic[] = [];
   /** Files parsed since construction; tests and benchmarks read it to prove caching. */
   parsedFiles = 0;
 
@@ -110,10 +125,17 @@ export class SpecLoader {
     return [...this.files].map(([file, c]) => [file, c.key, c.docs, c.fileDiagnostics]);
   }
 
-  /** Seeds the cache from `exportCache` output; files whose key still matches are not parsed again. */
+  /**
+   * Seeds the cache from `exportCache` output; files whose key still matches are not parsed again.
+   * An entry an older loader wrote without the summaries this one keeps (a DAG's child names, a
+   * Backend's secrets) is left out, so its file is parsed again: otherwise the cross-file rules
+   * would not see them until the file changed.
+   */
   importCache(entries: readonly CachedFileEntry[]): void {
-    for (const [file, key, docs, fileDiagnostics] of entries)
+    for (const [file, key, docs, fileDiagnostics] of entries) {
+      if (!docs.every(hasSummaries)) continue;
       this.files.set(file, { key, docs, fileDiagnostics });
+    }
   }
 
   /** Whether `file` is cached with this change key. */
@@ -128,6 +150,7 @@ export class SpecLoader {
   /** Brings the cache in line with a source: reads changed files only, forgets vanished ones. */
   async sync(source: SpecSource): Promise<LoadResult> {
     const refs = await source.list();
+    this.sourceNotices = source.notices?.() ?? [];
     const present = new Set(refs.map((r) => r.path));
     for (const file of [...this.files.keys()]) if (!present.has(file)) this.files.delete(file);
     const stale: SpecFileRef[] = [];
@@ -175,6 +198,10 @@ export class SpecLoader {
       }
     }
     for (const fd of fileDiagnostics) invalid.push({ file: fd.file, line: fd.line, diagnostics: [fd] });
+    for (const n of this.sourceNotices) {
+      diagnostics.push(n);
+      if (n.severity === 'error') invalid.push({ file: n.file, line: n.line, diagnostics: [n] });
+    }
     diagnostics.sort(byLocation);
     return { objects, invalid, diagnostics, fileCount: this.files.size };
   }
@@ -218,9 +245,19 @@ function loadOneFile(
     const ruleErrors = documentRules(obj, pd.locator, backends);
     doc.diagnostics.push(...ruleErrors.map(withFile));
     doc.backendRefs = backendRefsOf(obj, pd.locator);
+    if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
+    if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
     doc.object = obj;
   }
   return { docs, fileDiagnostics: parsed.diagnostics };
+}
+
+/** Whether a cached document has every summary the cross-file rules read. */
+function hasSummaries(d: LoadedDocument): boolean {
+  if (!d.object) return true;
+  if (d.kind === 'DAG') return d.children !== undefined;
+  if (d.kind === 'Backend') return d.secretRefs !== undefined;
+  return true;
 }
 
 /** Codes of the rules that need the whole repo (a file checked alone cannot pass or fail them). */
@@ -228,36 +265,52 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'DuplicateName',
   'UnknownBackend',
   'SecondStorage',
+  'StoreCredential',
 ]);
 
-/** Duplicate names, references to unknown backends, more than one Storage. */
+type Add = (d: LoadedDocument, diag: Diagnostic) => void;
 
+/** Where a document's name is written, as `file:line`. */
+const nameAt = (d: LoadedDocument): string => `${d.file}:${d.namePos?.line ?? d.line}`;
+
+/**
+ * Duplicate names (a DAG's child Runs included), references to unknown backends (`declared`: the
+ * Backends the operator's rule yields, where they do not come from these documents), more than
+ * one Storage, Backends naming the store's credentials.
+ */
 function crossFileRules(
   docs: readonly LoadedDocument[],
   declared: ReadonlySet<string> | undefined,
 ): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
-  const add = (d: LoadedDocument, diag: Diagnostic): void => {
+  const add: Add = (d, diag) => {
     const list = out.get(d);
     if (list) list.push(diag);
     else out.set(d, [diag]);
   };
   const byName = new Map<string, LoadedDocument[]>();
-  const backends = new Set<string>();
-  const storages: LoadedDocument[] = [];
   for (const d of docs) {
     if (!d.kind || !d.name) continue;
     const k = `${d.kind}/${d.name}`;
     const list = byName.get(k);
     if (list) list.push(d);
     else byName.set(k, [d]);
-    if (d.kind === 'Backend') backends.add(d.name);
-    if (d.kind === 'Storage') storages.push(d);
   }
+  duplicateNameRules(byName, add);
+  childNameRules(docs, byName, add);
+  backendRefRules(docs, declared, add);
+  const storages = docs.filter((d) => d.kind === 'Storage' && d.name);
+  secondStorageRules(storages, add);
+  storeCredentialRules(docs, storages[0], add);
+  return out;
+}
+
+/** Two documents of one kind and name: both are refused (acting on either would be a guess). */
+function duplicateNameRules(byName: ReadonlyMap<string, LoadedDocument[]>, add: Add): void {
   for (const [k, list] of byName) {
     if (list.length < 2) continue;
     for (const d of list) {
-      const others = list.filter((o) => o !== d).map((o) => `${o.file}:${o.namePos?.line ?? o.line}`);
+      const others = list.filter((o) => o !== d).map(nameAt);
       add(d, {
         severity: 'error',
         code: 'DuplicateName',
@@ -270,7 +323,55 @@ function crossFileRules(
       });
     }
   }
-  const defined = declared ?? backends;
+}
+
+/**
+ * A DAG node's child Run is named `<dag>.<node>`: a Run of that name would be the same run twice.
+ * Both are refused, as two Runs of one name are: the Run at its name, the DAG at the node's id.
+ */
+function childNameRules(
+  docs: readonly LoadedDocument[],
+  byName: ReadonlyMap<string, LoadedDocument[]>,
+  add: Add,
+): void {
+  const hint =
+    'rename the Run or the node: a DAG node runs as the Run "<dag>.<node id>", and Run names are unique across the repo';
+  for (const dag of docs) {
+    for (const child of dag.children ?? []) {
+      for (const run of byName.get(`Run/${child.name}`) ?? []) {
+        const nodeAt = `${dag.file}:${child.line}`;
+        add(run, {
+          severity: 'error',
+          code: 'DuplicateName',
+          file: run.file,
+          line: run.namePos?.line ?? run.line,
+          column: run.namePos?.column ?? run.column,
+          path: 'metadata.name',
+          message: `Run/${child.name} is also the child run of node "${child.node}" of DAG/${dag.name} at ${nodeAt}`,
+          hint,
+        });
+        add(dag, {
+          severity: 'error',
+          code: 'DuplicateName',
+          file: dag.file,
+          line: child.line,
+          column: child.column,
+          path: child.path,
+          message: `node "${child.node}" runs as Run/${child.name}, which is also defined at ${nameAt(run)}`,
+          hint,
+        });
+      }
+    }
+  }
+}
+
+/** Every backend a Run or DAG names is defined in the repo (or declared by the operator). */
+function backendRefRules(
+  docs: readonly LoadedDocument[],
+  declared: ReadonlySet<string> | undefined,
+  add: Add,
+): void {
+  const defined = declared ?? new Set(docs.filter((d) => d.kind === 'Backend' && d.name).map((d) => d.name!));
   const known = [...defined];
   for (const d of docs) {
     if (!d.object) continue;
@@ -297,8 +398,10 @@ function crossFileRules(
       });
     }
   }
+}
+
+function secondStorageRules(storages: readonly LoadedDocument[], add: Add): void {
   for (const extra of storages.slice(1)) {
-    const first = storages[0]!;
     add(extra, {
       severity: 'error',
       code: 'SecondStorage',
@@ -306,9 +409,37 @@ function crossFileRules(
       line: extra.namePos?.line ?? extra.line,
       column: extra.namePos?.column ?? extra.column,
       path: 'metadata.name',
-      message: `a repo has one Storage; another is defined at ${first.file}:${first.namePos?.line ?? first.line}`,
+      message: `a repo has one Storage; another is defined at ${nameAt(storages[0]!)}`,
       hint: 'remove one of them',
     });
   }
-  return out;
+}
+
+/**
+ * A Backend's secret is resolved from the controller's secrets and sent where the spec says (an
+ * API key to `apiUrl`): naming the store's credential variables would hand the store's keys to it.
+ */
+function storeCredentialRules(
+  docs: readonly LoadedDocument[],
+  storage: LoadedDocument | undefined,
+  add: Add,
+): void {
+  if (!storage?.object) return;
+  const reserved = new Set(storeCredentialNames((storage.object as Storage).spec));
+  if (!reserved.size) return;
+  for (const d of docs) {
+    for (const ref of d.secretRefs ?? []) {
+      if (!reserved.has(ref.name)) continue;
+      add(d, {
+        severity: 'error',
+        code: 'StoreCredential',
+        file: d.file,
+        line: ref.line,
+        column: ref.column,
+        path: ref.path,
+        message: `"${ref.name}" is a credential of the object store (Storage at ${nameAt(storage)}), which only the controller hands out: no spec may name it`,
+        hint: BACKEND_SECRET_HINT,
+      });
+    }
+  }
 }

@@ -139,3 +139,122 @@ describe('what no process can be given', () => {
     expect(codes(spec)).toEqual(expected);
   });
 });
+
+/** Loads `files` (name → YAML) as one repo; its diagnostics as `file:line:column Code path`. */
+const repo = (files: Record<string, string>) => {
+  const l = new SpecLoader();
+  for (const [f, text] of Object.entries(files)) l.loadFile(f, enc(text), '1');
+  const r = l.result();
+  return { r, where: r.diagnostics.map((d) => `${d.file}:${d.line}:${d.column} ${d.code} ${d.path}`) };
+};
+
+describe("a Run named like a DAG's child run", () => {
+  const dag = (name: string, ids: string[]) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: DAG\nmetadata: {name: ${name}}\nspec:\n  nodes:\n` +
+    ids.map((id) => `    - id: ${id}\n      run: {command: x}\n`).join('');
+
+  it("is a DuplicateName at the Run's name and at the node's id; neither is loaded", () => {
+    const { r, where } = repo({
+      'dags/pipe.yaml': dag('pipe', ['prep', 'train']),
+      'runs/x.yaml': run('pipe.train', '  command: y\n'),
+    });
+    expect(where).toEqual([
+      'dags/pipe.yaml:8:11 DuplicateName spec.nodes[1].id',
+      'runs/x.yaml:4:9 DuplicateName metadata.name',
+    ]);
+    const [onDag, onRun] = r.diagnostics;
+    expect(onDag!.message).toBe(
+      'node "train" runs as Run/pipe.train, which is also defined at runs/x.yaml:4',
+    );
+    expect(onRun!.message).toBe(
+      'Run/pipe.train is also the child run of node "train" of DAG/pipe at dags/pipe.yaml:8',
+    );
+    expect(onRun!.hint).toMatch(/rename the Run or the node/);
+    expect(r.objects).toEqual([]);
+    expect(r.invalid.map((d) => `${d.kind}/${d.name}`).sort()).toEqual(['DAG/pipe', 'Run/pipe.train']);
+  });
+
+  it.each([
+    ['another DAG', { 'a.yaml': dag('pipe', ['train']), 'b.yaml': dag('pipe.train', ['x']) }],
+    [
+      'a Run of a name only alike',
+      { 'a.yaml': dag('pipe', ['train']), 'b.yaml': run('pipe-train', '  command: y\n') },
+    ],
+    [
+      'a Run named like the DAG',
+      { 'a.yaml': dag('pipe', ['train']), 'b.yaml': run('pipe', '  command: y\n') },
+    ],
+  ])('is no clash with %s', (_name, files) => {
+    expect(repo(files).where).toEqual([]);
+  });
+});
+
+describe('secrets a Backend names', () => {
+  const backend = (name: string, body: string) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: Backend\nmetadata: {name: ${name}}\nspec:\n${body}`;
+  const vast = (key: string) => backend('vast', `  type: vastai\n  vastai: {apiKeySecret: ${key}}\n`);
+  const agent = (token: string) => backend('lab', `  type: agent\n  agent: {tokenSecret: ${token}}\n`);
+  const storage = (s3: string) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: s}\nspec:\n  type: s3\n  s3: ${s3}\n`;
+  const FILE_STORE =
+    'apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: s}\nspec:\n  type: file\n  file: {path: store}\n';
+
+  it.each([
+    ['a key of its own', { 'b.yaml': vast('VAST_API_KEY') }, []],
+    [
+      'ADV_* as the vastai key',
+      { 'b.yaml': vast('ADV_GIT_TOKEN') },
+      ['b.yaml:6:26 ReservedSecret spec.vastai.apiKeySecret'],
+    ],
+    [
+      'ADV_* as the agent token',
+      { 'b.yaml': agent('ADV_WEBHOOK_SECRET') },
+      ['b.yaml:6:24 ReservedSecret spec.agent.tokenSecret'],
+    ],
+    [
+      "the store's secret key (credentialsSecret)",
+      {
+        'b.yaml': vast('STORE_SECRET_ACCESS_KEY'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      ['b.yaml:6:26 StoreCredential spec.vastai.apiKeySecret'],
+    ],
+    [
+      "the store's key id, as the agent token",
+      {
+        'b.yaml': agent('STORE_ACCESS_KEY_ID'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      ['b.yaml:6:24 StoreCredential spec.agent.tokenSecret'],
+    ],
+    [
+      "the SDK's variables, for a store without credentialsSecret",
+      { 'b.yaml': vast('AWS_SECRET_ACCESS_KEY'), 's.yaml': storage('{bucket: ckpts}') },
+      ['b.yaml:6:26 StoreCredential spec.vastai.apiKeySecret'],
+    ],
+    [
+      "the SDK's variables, when the store names its own",
+      {
+        'b.yaml': vast('AWS_SECRET_ACCESS_KEY'),
+        's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+      },
+      [],
+    ],
+    ['any name, with a file store', { 'b.yaml': vast('AWS_SECRET_ACCESS_KEY'), 's.yaml': FILE_STORE }, []],
+  ])('%s', (_name, files, expected) => {
+    expect(repo(files).where).toEqual(expected);
+  });
+
+  it('says whose credential it is, where, and what to do', () => {
+    const { r } = repo({
+      'b.yaml': vast('STORE_SECRET_ACCESS_KEY'),
+      's.yaml': storage('{bucket: ckpts, credentialsSecret: STORE}'),
+    });
+    expect(r.diagnostics[0]).toMatchObject({
+      message:
+        '"STORE_SECRET_ACCESS_KEY" is a credential of the object store (Storage at s.yaml:3), which only the controller hands out: no spec may name it',
+      hint: expect.stringMatching(/a secret of its own/),
+    });
+    expect(r.objects.map((o) => o.kind)).toEqual(['Storage']);
+  });
+});

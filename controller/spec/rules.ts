@@ -22,6 +22,15 @@ export interface BackendRef {
   column: number;
 }
 
+/** The child Run a DAG node makes (`<dag>.<node>`), kept with where the node's id is written. */
+export interface ChildRef {
+  name: string;
+  node: string;
+  path: string;
+  line: number;
+  column: number;
+}
+
 class Collector {
   readonly out: Located[] = [];
   constructor(private readonly loc: Locator) {}
@@ -50,6 +59,7 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
       break;
     case 'Backend':
       backendRules(c, obj as Backend, backends);
+      backendSecretRules(c, obj as Backend, loc);
       nulRules(c, { ...(obj as Backend).spec, setup: undefined }, ['spec']);
       optionLikeRules(c, obj as Backend);
       (obj as Backend).spec.setup?.forEach((s, i) =>
@@ -83,6 +93,32 @@ export function backendRefsOf(obj: SpecObject, loc: Locator): BackendRef[] {
     dag.spec.nodes.forEach((n, i) => fromSelector(n.run.backendSelector, ['spec', 'nodes', i, 'run']));
   }
   return refs;
+}
+
+/**
+ * Every secret a Backend names: the value of each `*Secret` field of its spec (`vastai.apiKeySecret`,
+ * `agent.tokenSecret`, and whatever a backend type adds), with where it is written.
+ */
+export function backendSecretRefsOf(b: Backend, loc: Locator): BackendRef[] {
+  const refs: BackendRef[] = [];
+  const walk = (value: unknown, path: Path): void => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) return;
+    for (const [k, v] of Object.entries(value)) {
+      if (typeof v === 'string' && k.endsWith('Secret'))
+        refs.push({ name: v, path: formatPath([...path, k]), ...loc.at([...path, k]) });
+      else walk(v, [...path, k]);
+    }
+  };
+  walk(b.spec, ['spec']);
+  return refs;
+}
+
+/** The child Runs of a DAG, one per node, each at its node's `id`. */
+export function childRefsOf(dag: Dag, loc: Locator): ChildRef[] {
+  return dag.spec.nodes.map((n, i) => {
+    const path = ['spec', 'nodes', i, 'id'];
+    return { name: `${dag.metadata.name}.${n.id}`, node: n.id, path: formatPath(path), ...loc.at(path) };
+  });
 }
 
 function isUnsafeRelPath(p: string): boolean {
@@ -344,6 +380,30 @@ function secretRules(c: Collector, spec: RunSpec, base: Path): void {
       );
     }
   });
+}
+
+/** How to fix a Backend secret no spec may name. */
+export const BACKEND_SECRET_HINT =
+  'give the backend a secret of its own (e.g. VAST_API_KEY, AGENT_ENROLL_TOKEN), set where the controller reads secrets';
+
+/**
+ * A Backend's secrets (an API key, an enrollment token) are resolved from the controller's secrets
+ * and sent where the spec says: like a Run's, none may be one of the controller's own (`ADV_*`).
+ * The store's credentials are refused across files, where the Storage spec is known (loader.ts).
+ */
+function backendSecretRules(c: Collector, b: Backend, loc: Locator): void {
+  for (const ref of backendSecretRefsOf(b, loc)) {
+    if (!ref.name.startsWith('ADV_')) continue;
+    c.out.push({
+      severity: 'error',
+      code: 'ReservedSecret',
+      line: ref.line,
+      column: ref.column,
+      path: ref.path,
+      message: `"${ref.name}" is one of the controller's own settings or credentials (ADV_*): no spec may name it`,
+      hint: BACKEND_SECRET_HINT,
+    });
+  }
 }
 
 /** No backend is both wanted (in `order` or `allowed`) and forbidden. */
