@@ -17,7 +17,6 @@ import { resolve } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { defaultSshTransport, gitCodeExporter } from './backends/code.js';
 import { BACKENDS } from './backends/registry.js';
-import type { ObservedJob } from './backends/types.js';
 import { SpecsRepo } from './git/specs-repo.js';
 import { BackendAdapters, contextsOf } from './loop/adapters.js';
 import { AdapterPorts } from './loop/ports.js';
@@ -29,7 +28,7 @@ import { JobInputs } from './loop/job-inputs.js';
 import { SecretSources, type SecretSource } from './secrets.js';
 import { errText, liveAttempts, Observer, type Observation } from './loop/observer.js';
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
-import { reconcileDag, reconcileRun, wantsCapacity, type PassScope } from './loop/reconcilers.js';
+import { PassScopes, reconcileDag, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
 import { requeue } from './loop/requeue.js';
 import { Sleeper } from './loop/sleeper.js';
 import { RepoSync } from './loop/repo-sync.js';
@@ -40,15 +39,16 @@ import { stageSourceStatus } from './loop/source-status.js';
 import { VerifiedHead } from './loop/verified-head.js';
 import { DEFAULT_IDENTITY, emptyPassStats, type ControllerOptions, type PassStats } from './loop/options.js';
 import { ControllerMetrics } from './metrics.js';
-import { DagPlanCaches } from './reconcile/dag-plan.js';
-import { resolveCodeRefs } from './reconcile/desired.js';
 import { WorkQueue } from './reconcile/queue.js';
-import type { PlanContext, RunAction } from './reconcile/run-plan.js';
+import type { RunAction } from './reconcile/run-plan.js';
 import { StatusWriter } from './status/writer.js';
 import { isIdle, onceTimedOut } from './loop/idle.js';
 import type { RunStatusDoc } from './status/types.js';
 
 export type { ControllerOptions, PassStats } from './loop/options.js';
+
+/** How long `stop()` lets the pass under way finish. */
+const STOP_PASS_WAIT_MS = 5_000;
 
 export class Controller {
   readonly queue: WorkQueue;
@@ -69,17 +69,17 @@ export class Controller {
   private readonly observer: Observer;
   private readonly executor: Executor;
   private readonly backendView: BackendView;
-  private readonly dagCaches = new DagPlanCaches();
-  private readonly outputsReady = new Set<string>();
-  private readonly waitingForCapacity = new Set<string>();
+  private readonly scopes: PassScopes;
   private controllerId = '';
   private warnedNoSpecs = false;
   private nextFetchAt = 0;
   private nextResyncAt = 0;
-  private nextPollAt = 0;
   private fetchRequested = true;
   private readonly sleeper = new Sleeper();
   private stopped = false;
+  private stopping: Promise<void> | undefined;
+  /** The loop's current pass and sleep (what `stop()` lets finish). */
+  private busy: Promise<void> = Promise.resolve();
   /** Whether this controller may write the status branch (the lease), or stands by. */
   private readonly leadership: Leadership;
 
@@ -117,7 +117,7 @@ export class Controller {
     const reqFor = (b: string, job: string) => this.inputs.requestForJob(b, job, this.status, this.desired);
     const contexts = contextsOf({ ...shared, ...this.ports.lent(() => this.inputs.objects) }, reqFor);
     this.adapters = new BackendAdapters(descriptors, contexts, logger);
-    this.observer = new Observer(this.adapters, logger, now);
+    this.observer = new Observer(this.adapters, logger, now, opts.pollIntervalMs ?? 2000);
     this.leadership = new Leadership(repo, this.sync, {
       durationMs: opts.leaseDurationMs ?? 30_000,
       author: opts.identity ?? DEFAULT_IDENTITY,
@@ -135,6 +135,16 @@ export class Controller {
       logger,
       now,
       concurrency: opts.concurrency ?? 8,
+    });
+    this.scopes = new PassScopes({
+      ...{ desired: this.desired, status: this.status, git: repo.git, remote: repo.mode === 'remote' },
+      backends: () => this.backendView.infos(liveAttempts(this.status)),
+      ...{
+        inputs: this.inputs,
+        controllerId: () => this.controllerId,
+        hint: (key: string) => this.queue.add(key),
+      },
+      ...{ metrics, logger, now },
     });
   }
 
@@ -184,7 +194,10 @@ export class Controller {
     if (!this.desired.head) return stats;
     stageSourceStatus(this.status, this.desired.loadErrors, this.desired.head, now);
     this.resyncIfDue(now);
-    const observation = await this.observe(now);
+    const live = liveAttempts(this.status);
+    const observation = await this.observer.observe(live, this.inputs.objects, (run) =>
+      this.queue.add(runKey(run)),
+    );
     lap('observe');
     const actions = await this.plan(observation, stats);
     lap('plan');
@@ -240,18 +253,6 @@ export class Controller {
     for (const key of everyKey(this.desired, this.status)) this.queue.add(key);
   }
 
-  /** One poll per backend for all its live jobs (at most every poll interval), then heartbeats. */
-  private async observe(now: number): Promise<Observation> {
-    const live = liveAttempts(this.status);
-    let jobs = new Map<string, ObservedJob>();
-    if (now >= this.nextPollAt) {
-      this.nextPollAt = now + (this.opts.pollIntervalMs ?? 2000);
-      jobs = await this.observer.poll(live);
-      for (const { run } of live) this.queue.add(runKey(run));
-    }
-    return { jobs, heartbeats: await this.observer.heartbeats(live, jobs, this.inputs.objects) };
-  }
-
   /**
    * Plans every due key: DAGs first (they decide which child runs exist), then runs; a run that
    * moved makes its DAG due again, and a child the DAG creates is planned in the same pass.
@@ -260,7 +261,7 @@ export class Controller {
     let due = this.queue.takeDue();
     if (due.some((key) => wantsCapacity(key, this.desired, this.status)))
       await this.observer.refreshCapacity();
-    const scope = await this.passScope(observation);
+    const scope = await this.scopes.next(observation);
     const actions: RunAction[] = [];
     for (let round = 0; round < 4 && due.length; round++) {
       for (const key of due.filter((k) => k.startsWith('DAG/')))
@@ -277,34 +278,6 @@ export class Controller {
     for (const key of due) this.queue.add(key);
     this.backendView.stageStatus(liveAttempts(this.status), this.now());
     return actions;
-  }
-
-  private async passScope(observation: Observation): Promise<PassScope> {
-    const specs = [...this.desired.runs.values()].map((r) => r.spec);
-    const planContext: PlanContext = {
-      now: this.now(),
-      specCommit: this.desired.head!,
-      backends: this.backendView.infos(liveAttempts(this.status)),
-      codeRefs: await resolveCodeRefs(this.repo.git, specs, this.repo.mode === 'remote'),
-      controllerId: this.controllerId,
-      missingSecrets: (names) => this.inputs.missingSecrets(names),
-    };
-    return {
-      desired: this.desired,
-      status: this.status,
-      observation,
-      planContext,
-      infos: new Map(planContext.backends.map((b) => [b.name, b])),
-      objects: this.inputs.objects,
-      storeUrl: this.inputs.storeUrl,
-      dagCaches: this.dagCaches,
-      outputsReady: this.outputsReady,
-      dagPassBase: new Map(),
-      waitingForCapacity: this.waitingForCapacity,
-      hint: (key) => this.queue.add(key),
-      metrics: this.metrics,
-      logger: this.logger,
-    };
   }
 
   /** Runs passes until no run is in flight (every run terminal or stalled), or the timeout. */
@@ -327,37 +300,52 @@ export class Controller {
   async run(): Promise<void> {
     await this.init();
     while (!this.stopped) {
-      try {
-        const { leader } = await this.pass();
-        if (leader && !this.desired.head && !this.warnedNoSpecs) {
-          this.warnedNoSpecs = true;
-          this.logger.error({ err: this.gate.noSpecsError().message }, 'nothing to reconcile yet');
-        }
-      } catch (e) {
-        // A status conflict has already reloaded the branch (RepoSync): plan again from it.
-        this.logger.error({ err: errText(e) }, 'reconcile pass failed; retrying');
-      }
-      if (this.stopped) break;
-      await this.sync.saveCacheIfOlder(5 * 60_000);
-      // A hint that arrived during the pass (webhook, ref change) is acted on now, not after the sleep.
-      if (this.fetchRequested) continue;
-      // Standing by, only the fetch and the lease have anything to do.
-      const due = [this.nextFetchAt, this.now() + this.leadership.dueInMs()];
-      if (this.leadership.held)
-        due.push(this.nextPollAt, this.queue.nextDueAt() ?? Infinity, this.nextResyncAt);
-      await this.sleeper.sleep(Math.max(20, Math.min(...due) - this.now()));
+      this.busy = this.loopOnce();
+      await this.busy;
     }
   }
 
-  async stop(): Promise<void> {
+  /** One pass of `run()`, then its sleep until the next thing is due. */
+  private async loopOnce(): Promise<void> {
+    try {
+      const { leader } = await this.pass();
+      if (leader && !this.desired.head && !this.warnedNoSpecs) {
+        this.warnedNoSpecs = true;
+        this.logger.error({ err: this.gate.noSpecsError().message }, 'nothing to reconcile yet');
+      }
+    } catch (e) {
+      // A status conflict has already reloaded the branch (RepoSync): plan again from it.
+      this.logger.error({ err: errText(e) }, 'reconcile pass failed; retrying');
+    }
     if (this.stopped) return;
-    this.stopped = true;
-    this.sleeper.wake();
-    if (this.controllerId) await Promise.all([this.sync.saveCache(), this.desired.saveCache()]);
-    await this.leadership.stop();
-    await this.adapters.close().then(() => this.ports.close());
-    await this.repo.close();
-    this.lock.release();
+    await this.sync.saveCacheIfOlder(5 * 60_000);
+    // A hint that arrived during the pass (webhook, ref change) is acted on now, not after the sleep.
+    if (this.fetchRequested) return;
+    // Standing by, only the fetch and the lease have anything to do.
+    const due = [this.nextFetchAt, this.now() + this.leadership.dueInMs()];
+    if (this.leadership.held)
+      due.push(this.observer.nextPollAt, this.queue.nextDueAt() ?? Infinity, this.nextResyncAt);
+    await this.sleeper.sleep(Math.max(20, Math.min(...due) - this.now()));
+  }
+
+  /**
+   * Stops reconciling first: no pass starts, agents waiting for a claim are answered at once and
+   * none is handed out, no lease expires. The pass under way gets a few seconds to finish — past
+   * that, stopping is a crash the write-ahead record already covers. Then the lease is handed back.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.stopped = true;
+      this.sleeper.wake();
+      await this.ports.close();
+      await Promise.race([this.busy, new Promise((r) => setTimeout(r, STOP_PASS_WAIT_MS).unref())]);
+      if (this.controllerId) await Promise.all([this.sync.saveCache(), this.desired.saveCache()]);
+      await this.leadership.stop();
+      await this.adapters.close();
+      await this.repo.close();
+      this.lock.release();
+    })();
+    return this.stopping;
   }
 
   /** Whether this controller holds the status branch lease (acts), or stands by. */

@@ -324,7 +324,14 @@ async function listen(
         ? 'listening beyond loopback over plain HTTP: every route is authenticated, but tokens cross the network in clear unless a TLS proxy is in front'
         : 'listening beyond loopback: the webhook and API are authenticated, but /metrics and the dashboard are readable by anyone who can reach this port unless --dashboard-auth is set',
     );
-  return { url, close: () => new Promise<void>((res) => server.close(() => res())) };
+  // Closing drops every connection at once: a long poll or a keep-alive socket never holds a
+  // stopping controller (the agent hub has answered its long polls by then).
+  const close = () =>
+    new Promise<void>((res) => {
+      server.close(() => res());
+      server.closeAllConnections();
+    });
+  return { url, close };
 }
 
 export async function serve(controller: ServedController, opts: ServeOptions): Promise<Serving> {

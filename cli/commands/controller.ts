@@ -281,10 +281,13 @@ adds the names a git host or a proxy uses.`,
       if (serving.url && opts.dashboard)
         logger.info({ url: `${serving.url}/ui/` }, `dashboard at ${serving.url}/ui/`);
       await controller.writeRuntimeInfo({ url: serving.url ?? null, repo: controller.repo.location });
+      // Reconciling stops first (agents waiting for work are answered at once, no claim or lease
+      // changes hands), then the listener drops its connections: a restart takes seconds.
       const stop = async () => {
         logger.info('stopping');
-        await serving.close();
         await controller.stop();
+        await serving.close();
+        logger.info('stopped');
       };
       process.once('SIGINT', () => void stop());
       process.once('SIGTERM', () => void stop());

@@ -43,11 +43,34 @@ export class Observer {
   /** When each orphan-sweeping backend was last polled. */
   private readonly sweptAt = new Map<string, number>();
 
+  /** When the next poll is due: the loop sleeps no longer than that. */
+  nextPollAt = 0;
+
   constructor(
     private readonly adapters: BackendAdapters,
     private readonly logger: Logger,
     private readonly now: () => number,
+    private readonly pollIntervalMs = 2000,
   ) {}
+
+  /**
+   * A pass's observation: one poll per backend for all its live jobs, at most every poll interval
+   * (`due` is told each run so polled), then heartbeats.
+   */
+  async observe(
+    live: readonly LiveAttempt[],
+    objects: ObjectStore | undefined,
+    due: (run: string) => void,
+  ): Promise<Observation> {
+    let jobs = new Map<string, ObservedJob>();
+    const now = this.now();
+    if (now >= this.nextPollAt) {
+      this.nextPollAt = now + this.pollIntervalMs;
+      jobs = await this.poll(live);
+      for (const { run } of live) due(run);
+    }
+    return { jobs, heartbeats: await this.heartbeats(live, jobs, objects) };
+  }
 
   /**
    * Polls each backend once for every live attempt it holds, and every backend that sweeps its

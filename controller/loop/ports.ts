@@ -36,9 +36,12 @@ export class AdapterPorts implements HttpMounts {
     return { http: this, shared: (key, make) => this.shared(key, make), objects };
   }
 
+  /**
+   * Closes the shared objects. The routes stay mounted: a closed agent hub answers its callers
+   * 503 with Retry-After until the listener itself closes, which they wait out.
+   */
   async close(): Promise<void> {
     for (const v of this.objects.values()) await v.close?.();
     this.objects.clear();
-    this.mounts.clear();
   }
 }

@@ -7,7 +7,9 @@ import type { Logger } from 'pino';
 import type { ObjectStore } from '../../runtime/store/index.js';
 import { readOutputManifest } from '../../runtime/artifacts.js';
 import { EndClass } from '../reconcile/classify.js';
-import { planDag, type DagPlanCaches, type DagPlanContext } from '../reconcile/dag-plan.js';
+import { DagPlanCaches, planDag, type DagPlanContext } from '../reconcile/dag-plan.js';
+import { resolveCodeRefs } from '../reconcile/desired.js';
+import type { GitPort } from '../git/port.js';
 import {
   isLiveAttempt,
   planRun,
@@ -51,6 +53,65 @@ export interface PassScope {
   hint(key: string): void;
   metrics: ControllerMetrics;
   logger: Logger;
+}
+
+/** Where a pass's scope comes from: the controller's long-lived parts. */
+export interface ScopeSources {
+  desired: DesiredState;
+  status: StatusWriter;
+  git: GitPort;
+  /** The specs repo is a clone of a remote one (code refs resolve against its remote branches). */
+  remote: boolean;
+  /** What the solver knows of each backend now. */
+  backends(): BackendInfo[];
+  inputs: {
+    readonly objects: ObjectStore | undefined;
+    readonly storeUrl: string | undefined;
+    missingSecrets(names: readonly string[]): string | undefined;
+  };
+  controllerId(): string;
+  hint(key: string): void;
+  metrics: ControllerMetrics;
+  logger: Logger;
+  now(): number;
+}
+
+/** Makes each pass's scope; keeps what outlives one pass (DAG caches, outputs seen, runs waiting). */
+export class PassScopes {
+  private readonly dagCaches = new DagPlanCaches();
+  private readonly outputsReady = new Set<string>();
+  private readonly waitingForCapacity = new Set<string>();
+
+  constructor(private readonly s: ScopeSources) {}
+
+  async next(observation: Observation): Promise<PassScope> {
+    const { s } = this;
+    const specs = [...s.desired.runs.values()].map((r) => r.spec);
+    const planContext: PlanContext = {
+      now: s.now(),
+      specCommit: s.desired.head!,
+      backends: s.backends(),
+      codeRefs: await resolveCodeRefs(s.git, specs, s.remote),
+      controllerId: s.controllerId(),
+      missingSecrets: (names) => s.inputs.missingSecrets(names),
+    };
+    return {
+      desired: s.desired,
+      status: s.status,
+      observation,
+      planContext,
+      infos: new Map(planContext.backends.map((b) => [b.name, b])),
+      objects: s.inputs.objects,
+      storeUrl: s.inputs.storeUrl,
+      dagCaches: this.dagCaches,
+      outputsReady: this.outputsReady,
+      dagPassBase: new Map(),
+      waitingForCapacity: this.waitingForCapacity,
+      hint: s.hint,
+      metrics: s.metrics,
+      logger: s.logger,
+    };
+  }
 }
 
 /** A Run's reconcile: its result, its actions, and whether an attempt ended (backend health changes). */
