@@ -371,6 +371,11 @@ export class Controller {
     this.requestFetch('reconcile requested');
   }
 
+  /** Whether a run of that name is desired (a DAG's children included) or has a status. */
+  knowsRun(name: string): boolean {
+    return this.desired.names('Run').includes(name) || this.status.get('Run', name) !== undefined;
+  }
+
   /** Saves the parsed-status cache (benchmarks call it to measure a warm restart). */
   saveStatusCache(): Promise<void> {
     return this.sync.saveCache();

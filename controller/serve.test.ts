@@ -135,6 +135,11 @@ describe('what the listener answers', () => {
     ['adv.lab.example:443', ['adv.lab.example'], true],
     ['ADV.LAB.EXAMPLE', ['adv.lab.example'], true],
     ['anything.example', ['*'], true],
+    // Brackets hold an IPv6 address or nothing: `[anything]` is a name, and refused (probe N16).
+    ['[anything]', [], false],
+    ['[anything]:8080', [], false],
+    ['[::1', [], false],
+    ['[fe80::1]', [], true],
   ])('Host %s with %j allowed: %s', (host, allowed, ok) => {
     expect(hostAllowed(host, allowed)).toBe(ok);
   });
@@ -162,6 +167,7 @@ async function fake() {
     repo: { watchPaths: () => [] },
     requestFetch: () => void calls.fetches++,
     requestReconcile: (_kind, name) => void calls.reconciles.push(name),
+    knowsRun: (name) => name !== 'no-such-run',
   };
   return { c, calls, lines };
 }
@@ -234,6 +240,16 @@ describe('serve', () => {
     });
     expect(ok.status).toBe(202);
     expect(calls.reconciles).toEqual(['r1']);
+    // A run the controller does not know is a 404 that says so (a fetch is asked for all the same).
+    const fetches = calls.fetches;
+    const unknown = await call(`${url}/api/v1/reconcile/run/no-such-run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body).error).toContain('no run no-such-run: it is neither in the specs');
+    expect(calls.reconciles).toEqual(['r1']);
+    expect(calls.fetches).toBe(fetches + 1);
   });
 
   it('refuses webhooks without a secret, and answers a replayed delivery without a second fetch', async () => {

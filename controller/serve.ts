@@ -57,6 +57,8 @@ export interface ServedController {
   readonly repo: { watchPaths(): string[] };
   requestFetch(reason: string): void;
   requestReconcile(kind: 'Run', name: string): void;
+  /** Whether a run of that name is in the specs or on the status branch (unknown: 404). */
+  knowsRun?(name: string): boolean;
   /** Routes adapters mounted (the pull agent's API): each authenticates its own callers. */
   readonly ports?: { handlerFor(path: string): HttpHandler | undefined };
 }
@@ -92,7 +94,9 @@ export function verifySignature(secret: string, body: Buffer, header: string | u
 export function hostAllowed(host: string | undefined, allowed: readonly string[] = []): boolean {
   if (!host) return true; // HTTP/1.0 without Host: no browser sends that
   if (allowed.includes('*')) return true;
-  if (host.startsWith('[')) return true; // an IPv6 literal
+  // An IPv6 literal, as browsers send it: `[::1]` or `[::1]:8080`, and nothing else in brackets.
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::\d+)?$/.exec(host);
+  if (host.startsWith('[')) return v6 !== null && isIP(v6[1]!) === 6;
   const name = host.replace(/:\d+$/, '').toLowerCase();
   return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || allowed.includes(name);
 }
@@ -179,6 +183,12 @@ async function api(e: Endpoint, req: IncomingMessage, res: ServerResponse, path:
   if (!tokenMatches(e.token, bearerToken(header(req, 'authorization'))))
     return send(res, 401, { error: 'bad or missing bearer token' }, UNAUTHORIZED);
   if (!(await readBody(req, res, API_MAX_BODY))) return;
+  if (e.c.knowsRun && !e.c.knowsRun(m[2]!)) {
+    e.c.requestFetch('reconcile of an unknown run'); // just pushed? the next pass sees it anyway
+    return send(res, 404, {
+      error: `no run ${m[2]}: it is neither in the specs the controller has loaded nor on the status branch (a fetch was requested, in case it was just pushed)`,
+    });
+  }
   e.c.requestReconcile('Run', m[2]!);
   return send(res, 202, { accepted: true, kind: 'Run', name: m[2] });
 }

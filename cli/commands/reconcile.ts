@@ -38,6 +38,10 @@ export function registerReconcile(program: Command, io: Io): void {
           method: 'POST',
           headers: token ? { authorization: `Bearer ${token}` } : {},
         });
+        if (res.status === 404)
+          throw new AdvError(ErrorCode.NotFound, `controller answered 404: ${(await res.text()).trim()}`, {
+            hint: 'check the name (adv get runs lists them), or commit the run first',
+          });
         if (!res.ok)
           throw new AdvError(
             ErrorCode.BackendError,
