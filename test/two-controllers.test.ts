@@ -8,6 +8,7 @@
  *   N runs → N starts, counted by the workloads themselves;
  * - when the holder stops, the standby takes over and finishes what is left, again once each.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,7 @@ import { Controller } from '../controller/controller.js';
 import { isAdvError } from '../controller/errors.js';
 import { removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
-import { waitFor } from './helpers/wait.js';
+import { stopProcess, waitFor } from './helpers/wait.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -132,5 +133,38 @@ describe('two controllers, one repo', () => {
       (_, i) => (a.isLeader() ? a : b).runStatus(`r${i}`)!.status.attempts,
     );
     expect(attempts.map((x) => x.length)).toEqual(Array(N).fill(1));
+  });
+});
+
+describe('a leader paused past its lease', () => {
+  it('says, when it wakes, that it stepped down, and stands by', async () => {
+    const wt = await ledgerRepo(join(await dataDir(), 'ledger'));
+    const adv = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
+    const start = async () => {
+      const p = spawn(
+        process.execPath,
+        [adv, 'controller', '--repo', wt.dir, '--data-dir', await dataDir(), '--lease-duration', '3s'],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      for (const s of [p.stdout, p.stderr]) s.on('data', (b: Buffer) => (out += b.toString()));
+      cleanups.push(() => stopProcess(p));
+      return { p, out: () => out };
+    };
+    const a = await start();
+    await waitFor(() => a.out().includes('holding the status branch lease'), { what: 'a to lead' });
+    const b = await start();
+    await waitFor(() => b.out().includes('standing by'), { what: 'b to stand by' });
+    a.p.kill('SIGSTOP');
+    await waitFor(() => b.out().includes('took over the status branch lease'), {
+      what: 'b to take the lease over from the paused a',
+      timeoutMs: 60_000,
+    });
+    a.p.kill('SIGCONT');
+    await waitFor(() => a.out().includes('stepped down'), {
+      what: 'a to say it stepped down',
+      timeoutMs: 60_000,
+    });
+    expect(a.out()).toContain('standing by');
   });
 });

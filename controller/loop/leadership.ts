@@ -14,6 +14,7 @@ export class Leadership {
   private lease: Lease | undefined;
   private timer: NodeJS.Timeout | undefined;
   private id = '';
+  private wasHeld = false;
 
   constructor(
     private readonly repo: SpecsRepo,
@@ -47,6 +48,13 @@ export class Leadership {
   async lead(): Promise<{ held: boolean; acquired: boolean }> {
     const lease = this.lease!;
     const t = await lease.tick();
+    // One line for the step-down, whatever caused it (a rejected renewal, a pause past the lease).
+    if (this.wasHeld && !t.held)
+      this.d.logger.warn(
+        { epoch: lease.epoch ?? null },
+        'stepped down: this controller no longer holds the status branch lease; it acts on nothing and stands by',
+      );
+    this.wasHeld = t.held;
     if (t.acquired)
       await this.sync.takeOver({ id: this.id, epoch: lease.epoch!, ...(t.from ? { from: t.from } : {}) });
     return { held: t.held, acquired: t.acquired };

@@ -581,8 +581,17 @@ export const finishWriteAhead: RunStep = (w) => {
   if (!last || last.phase !== AttemptPhase.Submitting || last.jobId) return undefined;
   const age = w.ctx.now - Date.parse(last.submittedAt ?? w.now);
   const theirs = last.controller && w.ctx.controllerId && last.controller !== w.ctx.controllerId;
-  if (theirs && age < SUBMIT_TAKEOVER_MS) w.requeueAfterMs = SUBMIT_TAKEOVER_MS - age;
-  else
+  if (theirs && age < SUBMIT_TAKEOVER_MS) {
+    w.requeueAfterMs = SUBMIT_TAKEOVER_MS - age;
+    // Said where a person looks (adv get, describe): a wait of minutes with no word reads as a hang.
+    const at = new Date(w.ctx.now + w.requeueAfterMs).toISOString();
+    setPhase(
+      w.doc,
+      Phase.Scheduling,
+      'Submitting',
+      `attempt ${last.n} is being submitted to ${last.backend} by controller ${last.controller}; if that controller is gone, this one finds the job by name or submits it at ${at}`,
+    );
+  } else
     w.actions.push({
       type: 'submit',
       run: w.name,

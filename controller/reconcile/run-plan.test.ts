@@ -360,6 +360,9 @@ describe('planRun', () => {
       ctx({ controllerId: 'other' }),
     );
     expect(theirs.actions).toEqual([]);
+    expect(theirs.doc!.status.message).toBe(
+      `attempt 1 is being submitted to big by controller ${p.doc!.status.attempts[0]!.controller}; if that controller is gone, this one finds the job by name or submits it at ${new Date(T0 + SUBMIT_TAKEOVER_MS).toISOString()}`,
+    );
     const stale = planRun(
       { name: 'r', desired: desired(base), current: p.doc! },
       ctx({ controllerId: 'other', now: T0 + SUBMIT_TAKEOVER_MS }),
