@@ -12,7 +12,7 @@
 import { JOB_BASE_ENV } from '../backends/job-env.js';
 
 /** The tools the controller runs. */
-export type Tool = 'git' | 'kubectl' | 'gcloud' | 'ssh-keygen' | 'tar' | 'flock';
+export type Tool = 'git' | 'kubectl' | 'gcloud' | 'ssh-keygen' | 'tar' | 'flock' | 'getent';
 
 /** Proxies and CA bundles: how any tool reaches the network the operator set up. */
 const NETWORK = [
@@ -61,6 +61,7 @@ const TOOL_VARS: Record<Tool, { names: readonly string[]; prefixes: readonly str
   'ssh-keygen': { names: [], prefixes: [] },
   tar: { names: [], prefixes: [] },
   flock: { names: [], prefixes: [] },
+  getent: { names: [], prefixes: [] },
 };
 
 /** Names an operator adds to every tool's environment: `ADV_TOOL_ENV=A,B` in the controller's. */

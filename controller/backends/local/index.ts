@@ -7,11 +7,19 @@
  * and `poll` read the same records, so nothing needs the controller's memory. Its environment is
  * a small base (`job-env.ts`) and what the controller resolved for the job: nothing else of the
  * controller's own environment (tokens, cloud credentials) reaches it.
+ *
+ * Started as the controller's own user, a job can still read what that user can: the controller's
+ * `/proc/PID/environ`, its data dir, its secrets file. `local.user` starts jobs as another system
+ * user instead (the controller must run as root): the job dir and the run's part of a `file` store
+ * are handed to that user, nothing else of the controller's is.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { lchown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { StallingError } from '../../errors.js';
+import { toolEnv } from '../../internal/child-env.js';
 import { Type } from '@sinclair/typebox';
 import { advCommand } from '../../internal/self.js';
 import { isSameProcessAlive } from '../../../runtime/proc.js';
@@ -46,12 +54,25 @@ export class LocalBackend implements Backend {
   readonly type = 'local' as const;
   private readonly jobsDir: string;
 
+  private jobUser: Promise<JobUser> | undefined;
+
   constructor(
     readonly name: string,
     private readonly ctx: BackendContext,
     workDir?: string,
+    /** `local.user`: the system user jobs run as (default: the controller's own). */
+    private readonly user?: string,
   ) {
     this.jobsDir = workDir ?? join(ctx.dataDir, 'local', name, 'jobs');
+  }
+
+  /** The job user, looked up once; a StallingError when it cannot be used. */
+  private runAs(): Promise<JobUser> | undefined {
+    if (!this.user) return undefined;
+    this.jobUser ??= lookUpUser(this.user, this.name);
+    // A user created after a failed look-up is found on the next submit.
+    this.jobUser.catch(() => (this.jobUser = undefined));
+    return this.jobUser;
   }
 
   private dir(jobName: string): string {
@@ -82,6 +103,11 @@ export class LocalBackend implements Backend {
       { mode: 0o600 },
     );
     const out = openSync(join(dir, 'output.log'), 'a', 0o600);
+    const as = await this.runAs()?.catch((e: unknown) => {
+      closeSync(out);
+      throw e;
+    });
+    if (as) await handOver(as, dir, job);
     const [node, ...prefix] = advCommand();
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
     const child = spawn(
@@ -105,7 +131,13 @@ export class LocalBackend implements Backend {
         stdio: ['ignore', out, out],
         // Nothing of the controller's environment but the small base (job-env.ts); secrets go
         // straight into the process's environment, never to a file.
-        env: { ...baseJobEnv(this.ctx.hostEnv ?? process.env), ...job.env, ...job.secretEnv },
+        env: {
+          ...baseJobEnv(this.ctx.hostEnv ?? process.env),
+          ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name } : {}),
+          ...job.env,
+          ...job.secretEnv,
+        },
+        ...(as ? { uid: as.uid, gid: as.gid } : {}),
       },
     );
     closeSync(out);
@@ -213,6 +245,63 @@ export class LocalBackend implements Backend {
   }
 }
 
+/** Names in an environment that look like credentials (their values are never read here). */
+function credentialsIn(env: NodeJS.ProcessEnv): string[] {
+  return Object.keys(env)
+    .filter((k) => env[k] && /TOKEN|SECRET|PASSWORD|PRIVATE_KEY|ACCESS_KEY/.test(k))
+    .sort();
+}
+
+/** A system user jobs run as. */
+interface JobUser {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
+
+/** `getent passwd NAME`: the user's ids and home; StallingErrors say what to fix. */
+async function lookUpUser(name: string, backend: string): Promise<JobUser> {
+  if (process.getuid?.() !== 0)
+    throw new StallingError(
+      'BackendMisconfigured',
+      `Backend ${backend}: local.user ${name} needs the controller to run as root (it runs as uid ${process.getuid?.()}), to start jobs as another user`,
+      "run the controller as root, or drop local.user (jobs then run as the controller's user and can read its credentials)",
+    );
+  const line = await new Promise<string>((resolve) =>
+    execFile('getent', ['passwd', name], { env: toolEnv('getent') }, (err, stdout) =>
+      resolve(err ? '' : stdout),
+    ),
+  );
+  const [, , uid, gid, , home] = line.trim().split(':');
+  if (!uid || !gid)
+    throw new StallingError(
+      'BackendMisconfigured',
+      `Backend ${backend}: local.user ${name} is not a user of this machine`,
+      `create it (useradd --system --create-home ${name}) or name another in local.user`,
+    );
+  return { name, uid: Number(uid), gid: Number(gid), home: home || '/' };
+}
+
+/**
+ * Gives the job user what its job writes: the job dir, and for a `file` store the run's folder in
+ * it (checkpoints, logs, heartbeats). Nothing else of the controller's changes owner.
+ */
+async function handOver(as: JobUser, dir: string, job: JobRequest): Promise<void> {
+  await chownTree(dir, as.uid, as.gid);
+  if (!job.store?.url.startsWith('file:')) return;
+  const runDir = join(fileURLToPath(job.store.url), 'runs', job.run);
+  await mkdir(runDir, { recursive: true });
+  await chownTree(runDir, as.uid, as.gid);
+}
+
+async function chownTree(path: string, uid: number, gid: number): Promise<void> {
+  await lchown(path, uid, gid);
+  for (const e of await readdir(path, { withFileTypes: true }).catch(() => []))
+    if (e.isDirectory()) await chownTree(join(path, e.name), uid, gid);
+    else await lchown(join(path, e.name), uid, gid);
+}
+
 /** The `local:` block. */
 export const localSettings = {
   block: 'local',
@@ -220,6 +309,13 @@ export const localSettings = {
   schema: strict(
     {
       workDir: optional(Type.String({ description: 'Where job work dirs go. Default `<data-dir>/local`.' })),
+      user: optional(
+        Type.String({
+          pattern: '^[a-z_][a-z0-9_-]{0,31}$',
+          description:
+            "The system user jobs run as, instead of the controller's own (which a job could read the controller's credentials as). The controller must run as root; the jobs dir's parents must be searchable by that user.",
+        }),
+      ),
     },
     '`local` settings.',
   ),
@@ -232,6 +328,13 @@ export const localBackend: AdapterDescriptor<'local', typeof localSettings> = {
   needsConnection: false,
   traits: ONE_HOST_TRAITS,
   create(spec, ctx) {
-    return new LocalBackend(spec.metadata.name, ctx, spec.spec.local?.workDir);
+    const user = spec.spec.local?.user;
+    const held = user ? [] : credentialsIn(ctx.hostEnv ?? process.env);
+    if (held.length)
+      ctx.logger.warn(
+        { credentials: held },
+        "local jobs run as this controller's user and can read its credentials (its /proc/PID/environ, its files): set local.user to run them as another user (docs/security.md)",
+      );
+    return new LocalBackend(spec.metadata.name, ctx, spec.spec.local?.workDir, user);
   },
 };
