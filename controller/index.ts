@@ -89,7 +89,7 @@ export { storeTarget } from './storage.js';
 
 // The running controller, its HTTP server and the dashboard.
 export { Controller } from './controller.js';
-export { infraOptionFor } from './loop/infra-source.js';
+export { infraOptionFor, infraSourceFor } from './loop/infra-source.js';
 export type { InfraOption } from './loop/infra-source.js';
 export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';

@@ -169,6 +169,37 @@ describe('--admin-signers: Backends and Storage as of the newest admin-signed co
   });
 });
 
+describe('adv plan --infra-dir', () => {
+  it('plans against the operator’s Backends, and reports one committed to the repo', async () => {
+    const infra = join(tmp, 'plan-infra');
+    await mkdir(infra);
+    await writeFile(join(infra, 'local.yaml'), LOCAL_BACKEND);
+    const wt = await workTree({ 'runs/ok.yaml': runYaml('ok', ['true']) });
+    await wt.git('checkout', '--quiet', '-b', 'change');
+    await wt.write('runs/two.yaml', runYaml('two', ['true']));
+    await wt.write('backends/mine.yaml', backendYaml('mine'));
+    await commit(wt, 'a run, and a backend of my own');
+    const plan = async (...extra: string[]) => {
+      const io = captureIo({ ...process.env, HOME: tmp }, wt.dir);
+      return { code: await runCli(['plan', ...extra], io), out: io.out() };
+    };
+    const without = await plan();
+    expect(without.code).toBe(1);
+    expect(without.out).toContain('backend "local" is not defined in this repo');
+    const withDir = await plan('--infra-dir', infra);
+    expect(withDir.code).toBe(1);
+    expect(withDir.out).toContain('+ start');
+    expect(withDir.out).toMatch(/two\s.*on local/);
+    expect(withDir.out).toContain('backends/mine.yaml:1');
+    expect(withDir.out).toContain(
+      'is not acted on: this controller takes Backends and Storage from its infra dir',
+    );
+    await wt.remove('backends/mine.yaml');
+    await commit(wt, 'no backend of my own');
+    expect((await plan('--infra-dir', infra)).code).toBe(0);
+  });
+});
+
 describe('adv controller on a shared specs repo', () => {
   const adv = async (args: string[]) => {
     const io = captureIo({ ...process.env, HOME: tmp }, tmp);

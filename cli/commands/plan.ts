@@ -11,14 +11,15 @@ import {
   TreeListingCache,
   backendInfoOf,
   checkTrustedSigners,
+  infraSourceFor,
   loadSpecs,
   nodeRunSpec,
   planChanges,
   resolveCodeRefs,
   storeTarget,
   verifyHead,
-  type Backend,
   type Dag,
+  type InfraOption,
   type DagStatusDoc,
   type LoadResult,
   type PlanReport,
@@ -26,7 +27,6 @@ import {
   type RunPlanItem,
   type RunStatusDoc,
   type SourceStatusDoc,
-  type Storage,
   type Verdict,
 } from '../../controller/index.js';
 import { ExitCode } from '../exit.js';
@@ -67,6 +67,14 @@ export function registerPlan(program: Command, io: Io): void {
       '--trusted-signers <file>',
       "the controller's allowed_signers file: also say whether it would act on HEAD (signed by a trusted key, no rollback)",
     )
+    .option(
+      '--infra-dir <dir>',
+      "the controller's infra dir: its Backends and Storage instead of the repo's (as adv controller --infra-dir)",
+    )
+    .option(
+      '--admin-signers <file>',
+      "the controller's admin signers file: Backends and Storage as of HEAD's newest admin-signed commit",
+    )
     .addOption(
       new Option('-o, --output <format>', 'output format')
         .choices(['text', 'markdown', 'json'])
@@ -93,8 +101,24 @@ Examples:
         path?: string;
         output: string;
         trustedSigners?: string;
+        infraDir?: string;
+        adminSigners?: string;
       }) => {
         const signers = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
+        if (opts.infraDir !== undefined && opts.adminSigners !== undefined)
+          throw new AdvError(
+            ErrorCode.UsageError,
+            '--infra-dir and --admin-signers cannot be used together',
+            {
+              hint: 'pass the one the controller is started with',
+            },
+          );
+        const infraOption: InfraOption =
+          opts.infraDir !== undefined
+            ? { from: 'dir', dir: opts.infraDir }
+            : opts.adminSigners !== undefined
+              ? { from: 'signed', signers: await checkTrustedSigners(opts.adminSigners, '--admin-signers') }
+              : { from: 'repo' };
         const dir = await resolveRepo(opts.repo, io.cwd);
         const repo = await SpecsRepo.open({ repo: dir, dataDir: cacheDirFor(dir, io.env) });
         try {
@@ -115,9 +139,18 @@ Examples:
               : opts.branch);
           const base = await resolve(baseRef, '--base');
           const listings = new TreeListingCache(git);
+          // Backends and Storage from where the controller takes them (infra-source.ts).
+          const infra = infraSourceFor(infraOption, { git, specsPath: opts.path ?? '' });
+          await infra.prepare(head);
           const load = async (commit: string): Promise<LoadResult> =>
-            loadSpecs(new GitTreeSource(git, (await git.readCommit(commit)).tree, listings, opts.path ?? ''));
+            loadSpecs(
+              new GitTreeSource(git, (await git.readCommit(commit)).tree, listings, opts.path ?? ''),
+              {
+                backendNames: () => infra.backendNames(),
+              },
+            );
           const [b, h] = await Promise.all([load(base), load(head)]);
+          const acted = infra.take(h);
 
           // The status branch as the controller has it (the remote's, in a CI checkout).
           const statusBranch = opts.statusBranch ?? 'adventuretime/status';
@@ -132,10 +165,8 @@ Examples:
             ? await verifyHead(new CommitVerifier(signers, git.gitdir), head, anchor)
             : undefined;
 
-          const backends = h.objects
-            .filter((o) => o.kind === 'Backend')
-            .map((o) => backendInfoOf(o.name, (o.object as Backend).spec));
-          const storage = h.objects.find((o) => o.kind === 'Storage');
+          const backends = [...acted.backends].map(([name, { obj }]) => backendInfoOf(name, obj.spec));
+          const storage = acted.storage;
           // The code refs of HEAD's runs and DAG nodes, as the controller resolves them.
           const specs = h.objects.flatMap((o) =>
             o.kind === 'Run'
@@ -147,21 +178,29 @@ Examples:
                 : [],
           );
           const codeRefs = await resolveCodeRefs(git, specs, true);
-          const errors = h.diagnostics
-            .filter((d) => d.severity === 'error')
-            .map((d) => ({
-              file: d.file,
-              line: d.line,
-              column: d.column,
-              message: `${d.path ? d.path + ': ' : ''}${d.message}${d.hint ? ` (fix: ${d.hint})` : ''}`,
-            }));
+          const errors = [
+            ...h.diagnostics
+              .filter((d) => d.severity === 'error')
+              .map((d) => ({
+                file: d.file,
+                line: d.line,
+                column: d.column,
+                message: `${d.path ? d.path + ': ' : ''}${d.message}${d.hint ? ` (fix: ${d.hint})` : ''}`,
+              })),
+            ...acted.errors.map((e) => ({
+              file: e.file,
+              line: e.line,
+              column: e.column,
+              message: `${e.message}${e.fix ? ` (fix: ${e.fix})` : ''}`,
+            })),
+          ];
           const report = planChanges({
             base: { commit: base, objects: b.objects },
             head: { commit: head, objects: h.objects, errors },
             runStatus: (n) => status.get<RunStatusDoc>('Run', n),
             dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
             ctx: { now: Date.now(), backends, codeRefs },
-            ...(storage ? { storeUrl: storeTarget((storage.object as Storage).spec, '.', io.env).url } : {}),
+            ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
           });
           const text =
             opts.output === 'json'

@@ -67,7 +67,7 @@ export interface InfraSource {
 
 export function infraSourceFor(
   option: InfraOption,
-  ctx: { git: GitPort; specsPath?: string; descriptors: BackendList },
+  ctx: { git: GitPort; specsPath?: string; descriptors?: BackendList },
 ): InfraSource {
   if (option.from === 'repo') return new RepoInfra(option);
   if (option.from === 'dir') return new DirInfra(option, ctx.descriptors);
@@ -119,7 +119,7 @@ class DirInfra implements InfraSource {
 
   constructor(
     readonly option: Extract<InfraOption, { from: 'dir' }>,
-    descriptors: BackendList,
+    descriptors: BackendList | undefined,
   ) {
     this.dir = resolve(option.dir);
     this.loader = new SpecLoader({ backends: descriptors });
@@ -204,7 +204,7 @@ class SignedInfra implements InfraSource {
 
   constructor(
     readonly option: Extract<InfraOption, { from: 'signed' }>,
-    private readonly ctx: { git: GitPort; specsPath?: string; descriptors: BackendList },
+    private readonly ctx: { git: GitPort; specsPath?: string; descriptors?: BackendList },
   ) {
     this.verifier = new CommitVerifier(option.signers, ctx.git.gitdir);
     this.loader = new SpecLoader({ backends: ctx.descriptors });
