@@ -11,7 +11,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import type { DagStatusDoc } from '../controller/status/types.js';
+import type { DagStatusDoc, SourceStatusDoc } from '../controller/status/types.js';
 import { killTree } from './helpers/fake-tpu-api.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { jobPids } from './helpers/job-pids.js';
@@ -135,6 +135,14 @@ describe('a Run named like a DAG node', () => {
         owner: 'b',
         attempts: [{ jobId: jobs.b }],
       });
+      // The Run file that clashes with it has no status of its own (the name is the child's): its
+      // error is on the specs repo's status.
+      const source = parse(
+        await wt.git('show', 'adventuretime/status:sources/specs.yaml'),
+      ) as SourceStatusDoc;
+      expect(source.status.errors).toContainEqual(
+        expect.objectContaining({ file: 'runs/b-train.yaml', line: 4, code: 'DuplicateName' }),
+      );
 
       // The clash undone and both cancelled: each had one attempt throughout, none restarted.
       await wt.remove('dags/a.yaml');

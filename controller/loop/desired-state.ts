@@ -195,7 +195,8 @@ export class DesiredState {
       }
       if (d.kind === 'Run' && named && !runs.has(named.name) && !invalidRuns.has(named.name)) {
         invalidRuns.set(named.name, invalidObject(named));
-        continue;
+        // A DAG's child holds the name: the status under it is the child's, so it is said here.
+        if (!this.childRuns.has(named.name)) continue;
       }
       for (const x of d.diagnostics) if (x.severity === 'error') loadErrors.push(loadErrorOf(x, d.kind));
     }
