@@ -8,6 +8,7 @@
  * runs, every live descendant's `/proc/PID/environ` is read too. No canary may appear anywhere.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -134,7 +135,20 @@ spec:
 }, 120_000);
 
 afterAll(async () => {
+  // The held job ends on its own once the flag exists (a failed test never made it).
+  await writeFile(join(tmp, 'flag'), '').catch(() => undefined);
   if (controller) await stopProcess(controller);
+  await waitFor(
+    async () => {
+      const pid = Number(
+        await readFile(join(tmp, 'data', 'local', 'local', 'jobs', 'adv-held-1', 'pid'), 'utf8').catch(
+          () => '0',
+        ),
+      );
+      return !pid || !existsSync(`/proc/${pid}`);
+    },
+    { what: 'the held job to end', timeoutMs: 60_000 },
+  ).catch(() => undefined);
   await wt?.cleanup();
   await removeTree(tmp);
 });
