@@ -42,6 +42,12 @@ export function markRun(): RunMark {
   return { id: basename(dir), tmp: dir };
 }
 
+/**
+ * Machine-wide daemons a test starts when they are not up and leaves running on purpose, for every
+ * later run: munge (test/infra/slurm-start.sh; SLURM authenticates through it). Never counted.
+ */
+const SHARED_DAEMONS: readonly RegExp[] = [/^(\S*\/)?munged(\s|$)/];
+
 /** /proc/<pid>/stat fields after the command name: state, ppid, …, starttime (ticks since boot). */
 function stat(pid: number): { state: string; ppid: number; startTicks: number } | undefined {
   try {
@@ -85,6 +91,7 @@ export function leftovers(mark: RunMark): Leftover[] {
     if (!st || st.state === 'Z' || st.state === 'X') continue;
     const cmd = read(`/proc/${pid}/cmdline`).replace(/\0+$/, '').replace(/\0/g, ' ');
     if (!cmd) continue; // a kernel thread
+    if (SHARED_DAEMONS.some((d) => d.test(cmd))) continue;
     if (st.ppid === process.pid) continue;
     let cwd = '';
     try {
