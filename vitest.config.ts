@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 // Two projects: fast unit tests beside the code, and integration tests in test/ that start
-// real servers (git smart-HTTP, sshd, SLURM, S3) on loopback.
+// real servers (git smart-HTTP, sshd, SLURM, S3) on loopback. Both end with a check that nothing
+// they started still runs (test/global-setup.ts).
 export default defineConfig({
   test: {
     projects: [
@@ -9,6 +10,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['controller/**/*.test.ts', 'cli/**/*.test.ts', 'runtime/**/*.test.ts'],
+          globalSetup: ['test/global-setup.ts'],
         },
       },
       {

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Controller } from '../controller/controller.js';
-import { median, table } from './lib.js';
+import { median, stopLocalJobs, table } from './lib.js';
 
 const N = Number(process.env.BENCH_DAG_NODES ?? 1000);
 const FAN = 10;
@@ -74,6 +74,7 @@ for (let i = 0; i < N; i++) {
   runtime += Date.parse(a.finishedAt!) - Date.parse(a.startedAt!);
 }
 await c.stop();
+await stopLocalJobs(c.dataDir);
 await rm(dir, { recursive: true, force: true });
 
 const buckets: [string, (n: number) => boolean][] = [

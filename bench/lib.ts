@@ -1,6 +1,8 @@
-/** Small helpers shared by the benchmarks: timing, child-process isolation, tables. */
+/** Small helpers shared by the benchmarks: timing, child-process isolation, tables, cleanup. */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { killTree } from '../test/helpers/fake-tpu-nodes.js';
+import { localJobPids } from '../test/helpers/job-pids.js';
 
 export interface Sample {
   ms: number;
@@ -58,3 +60,12 @@ export const PASSES_ONLY = {
   fetchIntervalMs: 3_600_000,
   pollIntervalMs: 3_600_000,
 } as const;
+
+/**
+ * Stops what a benchmark's controller started on the local backend, before its data dir goes:
+ * each job's `adv exec` and everything under it, SIGTERM and then SIGKILL. A controller's `stop()`
+ * leaves its jobs running (they outlive it by design); a benchmark's must not outlive the benchmark.
+ */
+export async function stopLocalJobs(dataDir: string): Promise<void> {
+  await killTree(await localJobPids(dataDir));
+}

@@ -16,7 +16,7 @@ import { Controller } from '../controller/controller.js';
 import { localBackend } from '../controller/backends/local/index.js';
 import { BACKENDS } from '../controller/backends/registry.js';
 import type { Backend, BackendDescriptor, JobHandle, ObservedJob } from '../controller/backends/types.js';
-import { median, percentile, table } from './lib.js';
+import { median, percentile, stopLocalJobs, table } from './lib.js';
 
 const ID = ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com'];
 
@@ -71,6 +71,7 @@ spec:
   }
   await c.stop();
   await loop;
+  await stopLocalJobs(dataDir);
   // A job of the last attempt may still be writing its records: retry the removal.
   await rm(repo, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
   return out;

@@ -1,9 +1,11 @@
 /**
  * `npm run bench [name…]`: runs the benchmarks (all by default) and prints Markdown tables to copy
- * into docs/benchmarks.md. Each benchmark measures its baseline in the same run.
+ * into docs/benchmarks.md. Each benchmark measures its baseline in the same run. After each one,
+ * nothing it started may still run (`leaks.ts`): what does is named and killed, and the run fails.
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { checkNoneLeft, endRun, markRun } from '../test/helpers/leaks.js';
 
 const BENCHES: Record<string, string> = {
   'load-specs': './load-specs.ts',
@@ -24,6 +26,7 @@ const BENCHES: Record<string, string> = {
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
 // Jobs in the benchmarks start the built CLI, as they do in production.
 execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+const mark = markRun();
 
 for (const name of wanted) {
   const script = BENCHES[name];
@@ -33,7 +36,12 @@ for (const name of wanted) {
     continue;
   }
   console.log(`\n## ${name}`);
-  execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], {
-    stdio: 'inherit',
-  });
+  try {
+    execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url))], {
+      stdio: 'inherit',
+    });
+  } finally {
+    await checkNoneLeft(mark, `benchmark ${name}`);
+  }
 }
+await endRun(mark, 'the benchmarks');

@@ -6,7 +6,7 @@
  * It runs on workers that have Node.js but not our node_modules: `npm run build` bundles it into
  * one file (dist/adv-exec.mjs) that backends ship.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { ObjectStore } from './store/types.js';
 import { Worker } from './worker.js';
 import { downloadOutput, hasContent, uploadOutput, type InputRefs } from './artifacts.js';
@@ -23,6 +23,7 @@ import {
   type ExitRecord,
 } from './records.js';
 import { LEASE_FILE, watchLease } from './lease.js';
+import { StopForwarder, workloadEnd, type WorkloadEnd } from './supervise.js';
 import { unpackTarGz } from './unpack.js';
 
 export interface ExecOptions {
@@ -41,6 +42,8 @@ export interface ExecOptions {
   store?: ObjectStore;
   commitMode?: 'auto' | 'marker';
   heartbeatSec?: number;
+  /** Seconds the final writes to the store may take once the workload has ended (`WorkerOptions.finishTimeoutMs`). */
+  finishTimeoutSec?: number;
   /**
    * This process's index in a multi-host job (default 0): the others ship their output to the
    * store and leave checkpoints, heartbeats, outputs and the exit record to process 0.
@@ -56,8 +59,6 @@ export interface ExecOptions {
   /** Progress of long transfers, for a terminal. */
   progress?: (label: string, bytes: number, total: number) => void;
 }
-
-const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const;
 
 /** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
 export async function advExec(opts: ExecOptions): Promise<{ code: number; record: ExitRecord }> {
@@ -99,6 +100,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
         log,
         ...(opts.commitMode ? { commitMode: opts.commitMode } : {}),
         ...(opts.heartbeatSec ? { heartbeatSec: opts.heartbeatSec } : {}),
+        ...(opts.finishTimeoutSec ? { finishTimeoutMs: opts.finishTimeoutSec * 1000 } : {}),
         ...(opts.progress ? { progress: opts.progress } : {}),
         ...(opts.process ? { process: opts.process } : {}),
       })
@@ -109,7 +111,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   const failBeforeStart = async (record: ExitRecord) => {
     log(record.message!);
     await worker?.finish(record, { workloadExitedOnItsOwn: true });
-    if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
+    if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
     return { code: record.exitCode, record };
   };
 
@@ -153,104 +155,124 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
 
   const [cmd, ...args] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
-  const child = spawn(cmd, args, {
-    cwd,
-    env: { ...process.env, ...opts.env, ...contract },
-    // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
-    stdio: worker || secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
-    // Its own process group, so a signal reaches the workload and everything it started.
-    detached: true,
-  });
-  if (child.stdout && child.stderr) {
-    for (const [from, to] of [
-      [child.stdout, process.stdout],
-      [child.stderr, process.stderr],
-    ] as const) {
-      const masked = new StreamRedactor(secrets);
-      const emit = (b: Buffer) => {
-        if (!b.length) return;
-        to.write(b);
-        worker?.output(b);
-      };
-      from.on('data', (b: Buffer) => emit(masked.push(b)));
-      from.on('end', () => emit(masked.end()));
-    }
-  }
-  if (jobDir && child.pid) {
-    writeJsonAtomic(join(jobDir, EXEC_FILE), {
-      pid: process.pid,
-      startTicks: processStartTicks(process.pid),
-      childPid: child.pid,
-      childStartTicks: processStartTicks(child.pid),
-      run: opts.run,
-      attempt: opts.attempt,
-      startedAt,
+  const fwd = new StopForwarder(graceMs, log);
+  try {
+    const child = spawn(cmd, args, {
+      cwd,
+      env: { ...process.env, ...opts.env, ...contract },
+      // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
+      stdio: worker || secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+      // Its own process group, so a signal reaches the workload and everything it started.
+      detached: true,
     });
+    fwd.attach(child.pid);
+    const ended = workloadEnd(child, () => fwd.exited());
+    copyOutput(child, secrets, worker);
+    if (jobDir && child.pid)
+      writeRecord(
+        jobDir,
+        EXEC_FILE,
+        {
+          pid: process.pid,
+          startTicks: processStartTicks(process.pid),
+          childPid: child.pid,
+          childStartTicks: processStartTicks(child.pid),
+          run: opts.run,
+          attempt: opts.attempt,
+          startedAt,
+        },
+        log,
+      );
+    // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
+    const unwatchLease = jobDir
+      ? watchLease(join(jobDir, LEASE_FILE), {
+          stop: () => {
+            log('the agent lease ran out unrenewed: stopping the workload (SIGTERM)');
+            fwd.stop('the agent lease running out');
+          },
+          kill: () => fwd.kill(),
+        })
+      : undefined;
+    await worker?.start();
+    const result = await ended;
+    unwatchLease?.();
+    const record = await exitRecord(result, fwd, {
+      cmd,
+      cwd,
+      cancelled: jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE)),
+      publish: () =>
+        outputs.length && !opts.process
+          ? publishOutputs(opts.store, opts.run, opts.attempt, artifactDir, outputs, log)
+          : Promise.resolve(undefined),
+      startedAt,
+      secrets,
+    });
+    // Upload what the workload finished (its last checkpoint in the grace period included).
+    await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
+    if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
+    if (record.message) log(record.message);
+    return { code: record.exitCode, record };
+  } finally {
+    fwd.dispose();
   }
-  // Listen before awaiting anything: a quick workload may be gone by then.
-  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((res) => {
-    child.on('error', (error) => res({ code: null, signal: null, error }));
-    child.on('close', (code, signal) => res({ code, signal }));
-  });
-  await worker?.start();
+}
 
-  let stopSignal: string | undefined;
-  let killTimer: NodeJS.Timeout | undefined;
-  let killedByUs = false;
-  const signalGroup = (sig: NodeJS.Signals) => {
-    if (!child.pid) return;
-    try {
-      process.kill(-child.pid, sig);
-    } catch {
-      // already gone
-    }
-  };
-  const handlers = FORWARDED.map((sig) => {
-    const h = () => {
-      stopSignal ??= sig;
-      log(`received ${sig}; forwarding to the workload, SIGKILL in ${graceMs / 1000}s`);
-      signalGroup(sig);
-      if (!killTimer && (sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGUSR1')) {
-        killTimer = setTimeout(() => {
-          killedByUs = true;
-          signalGroup('SIGKILL');
-        }, graceMs);
-        killTimer.unref();
-      }
+/** Copies the workload's output to adv exec's own (masked), and to the worker, which ships it. */
+function copyOutput(child: ChildProcess, secrets: string[], worker: Worker | undefined): void {
+  if (!child.stdout || !child.stderr) return;
+  for (const [from, to] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ] as const) {
+    const masked = new StreamRedactor(secrets);
+    const emit = (b: Buffer) => {
+      if (!b.length) return;
+      to.write(b);
+      worker?.output(b);
     };
-    process.on(sig, h);
-    return [sig, h] as const;
-  });
-  // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
-  const unwatchLease = jobDir
-    ? watchLease(join(jobDir, LEASE_FILE), {
-        stop: () => {
-          stopSignal ??= 'the agent lease running out';
-          log('the agent lease ran out unrenewed: stopping the workload (SIGTERM)');
-          signalGroup('SIGTERM');
-        },
-        kill: () => {
-          killedByUs = true;
-          signalGroup('SIGKILL');
-        },
-      })
-    : undefined;
+    from.on('data', (b: Buffer) => emit(masked.push(b)));
+    from.on('end', () => emit(masked.end()));
+  }
+}
 
-  const result = await ended;
-  unwatchLease?.();
-  if (killTimer) clearTimeout(killTimer);
-  // Anything the workload left running in its group goes with it.
-  signalGroup('SIGKILL');
+/**
+ * Writes a record into the job dir. A job dir removed under a running job is said in the log, not
+ * thrown: adv exec still supervises the workload to its end, and still ends itself.
+ */
+function writeRecord(jobDir: string, file: string, value: unknown, log: (line: string) => void): void {
+  try {
+    writeJsonAtomic(join(jobDir, file), value);
+  } catch (e) {
+    log(`cannot write ${file} in ${jobDir} (${(e as Error).message}): was the job dir removed?`);
+  }
+}
 
-  const cancelled = jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE));
+/** How the attempt ended, from how the workload exited and who stopped it. */
+async function exitRecord(
+  result: WorkloadEnd,
+  fwd: StopForwarder,
+  o: {
+    cmd: string;
+    cwd: string;
+    cancelled: boolean;
+    /** Publishes the declared outputs of a node that finished its work; what went wrong, if anything. */
+    publish: () => Promise<string | undefined>;
+    startedAt: string;
+    secrets: string[];
+  },
+): Promise<ExitRecord> {
+  const { stopSignal, killedByUs } = fwd;
   let reason: ExitReason;
   let exitCode: number;
   let message: string | undefined;
   if (result.error) {
     reason = ExitReason.StartFailed;
     exitCode = 127;
-    message = `cannot start ${JSON.stringify(cmd)}: ${result.error.message}`;
-  } else if (cancelled) {
+    // Node says ENOENT of the command when it is the working dir that is missing.
+    message = existsSync(o.cwd)
+      ? `cannot start ${JSON.stringify(o.cmd)}: ${result.error.message}`
+      : `cannot start ${JSON.stringify(o.cmd)}: its working dir ${o.cwd} does not exist (was it removed?)`;
+  } else if (o.cancelled) {
     reason = ExitReason.Cancelled;
     exitCode = result.code ?? 128 + signalNumber(result.signal);
   } else if (stopSignal) {
@@ -268,28 +290,22 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     reason = exitCode === 0 ? ExitReason.Completed : ExitReason.Error;
   }
   // A node that finished its work publishes its declared outputs, each complete or not at all.
-  if (reason === ExitReason.Completed && outputs.length && !stopSignal && !opts.process) {
-    const problem = await publishOutputs(opts.store, opts.run, opts.attempt, artifactDir, outputs, log);
+  if (reason === ExitReason.Completed && !stopSignal) {
+    const problem = await o.publish();
     if (problem) {
       reason = ExitReason.Error;
       exitCode = 1;
       message = problem;
     }
   }
-  const record: ExitRecord = {
+  return {
     exitCode,
     ...(result.signal ? { signal: result.signal } : {}),
     reason,
-    ...(message ? { message: redactText(message, secrets) } : {}),
-    startedAt,
+    ...(message ? { message: redactText(message, o.secrets) } : {}),
+    startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
   };
-  // Upload what the workload finished (its last checkpoint in the grace period included).
-  await worker?.finish(record, { workloadExitedOnItsOwn: !killedByUs && !result.signal });
-  for (const [sig, h] of handlers) process.off(sig, h);
-  if (jobDir) writeJsonAtomic(join(jobDir, EXIT_FILE), record);
-  if (message) log(message);
-  return { code: exitCode, record };
 }
 
 const SIGNALS: Record<string, number> = {

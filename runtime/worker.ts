@@ -43,12 +43,25 @@ export interface WorkerOptions {
   /** Progress of long transfers (a TTY renders a bar). */
   progress?: (label: string, bytes: number, total: number) => void;
   /**
+   * How long the final writes may take once the workload has ended (its last checkpoint, output,
+   * the exit record, a last heartbeat): past it adv exec says what it could not write and ends,
+   * so a store that stopped answering never keeps a worker, and its allocation, alive. The exit
+   * record and the heartbeat get RECORD_MS each (at most this) even when it is spent. Default
+   * FINISH_TIMEOUT_MS.
+   */
+  finishTimeoutMs?: number;
+  /**
    * This process's index in a multi-host job (default 0). Only process 0 restores and uploads
    * checkpoints, heartbeats and the exit record; the others ship their output only, to their own
    * logs prefix (`logsPrefix`).
    */
   process?: number;
 }
+
+/** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
+export const FINISH_TIMEOUT_MS = 15 * 60_000;
+/** What a small final write (the exit record, a heartbeat) gets at least. */
+export const RECORD_MS = 30_000;
 
 interface Seen {
   nonEmptyAtFirstSight: boolean;
@@ -123,7 +136,8 @@ export class Worker {
     await new Promise<void>((r) => this.watcher!.once('ready', () => r()));
     // Events can be missed or coalesced; a slow periodic scan backs them up.
     this.scanTimer = setInterval(() => this.scheduleScan(0), Math.max(100, this.settleMs / 2));
-    await this.heartbeat();
+    // Not awaited: a store that does not answer must not keep adv exec from supervising the workload.
+    void this.heartbeat();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), (this.o.heartbeatSec ?? 15) * 1000);
     for (const t of [this.scanTimer, this.heartbeatTimer]) t.unref();
   }
@@ -253,22 +267,57 @@ export class Worker {
     }
   }
 
-  /** After the workload: last checkpoints, logs, the exit record, a last heartbeat. */
+  /**
+   * After the workload: last checkpoints, logs, the exit record, a last heartbeat — each step
+   * bounded by what is left of `finishTimeoutMs`, and a step that runs out is logged and left
+   * behind (a transfer still under way ends with the process).
+   */
   async finish(record: ExitRecord, opts: { workloadExitedOnItsOwn: boolean }): Promise<void> {
     for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer]) if (t) clearInterval(t);
-    if (!this.primary) return this.flushLogs();
-    await this.watcher?.close();
-    await this.scan(true, opts.workloadExitedOnItsOwn);
-    await this.uploading;
-    await this.flushLogs();
+    const budgetMs = this.o.finishTimeoutMs ?? FINISH_TIMEOUT_MS;
+    const deadline = Date.now() + budgetMs;
+    // The exit record and the heartbeat are small: each gets a try even when the budget is spent.
+    const small = () => Math.max(deadline, Date.now() + Math.min(RECORD_MS, budgetMs));
+    const step = (what: string, work: Promise<unknown>, until = deadline) => this.bounded(what, work, until);
+    const url = this.o.store.url;
+    if (!this.primary) return void (await step(`shipping its output to ${url}`, this.flushLogs()));
+    await step('closing the checkpoint dir watch', this.watcher?.close() ?? Promise.resolve());
+    await step(
+      `the upload of its last checkpoint to ${url}`,
+      this.scan(true, opts.workloadExitedOnItsOwn).then(() => this.uploading),
+    );
+    await step(`shipping its output to ${url}`, this.flushLogs());
     const exit = {
       ...record,
       ...(this.last ? { lastCheckpoint: { step: this.last.step, createdAt: this.last.createdAt } } : {}),
     };
-    await this.o.store
-      .put(`${attemptPrefix(this.o.run, this.o.attempt)}exit.json`, JSON.stringify(exit, null, 2) + '\n')
-      .catch((e: Error) => this.o.log(`warning: cannot write exit record: ${e.message}`));
-    await this.heartbeat();
+    await step(
+      `writing the exit record to ${url}`,
+      this.o.store
+        .put(`${attemptPrefix(this.o.run, this.o.attempt)}exit.json`, JSON.stringify(exit, null, 2) + '\n')
+        .catch((e: Error) => this.o.log(`warning: cannot write exit record: ${e.message}`)),
+      small(),
+    );
+    await step(`a last heartbeat to ${url}`, this.heartbeat(), small());
+  }
+
+  /** Waits for `work` until `deadline`; past it, says what was left undone and moves on. */
+  private async bounded(what: string, work: Promise<unknown>, deadline: number): Promise<void> {
+    const ms = Math.max(0, deadline - Date.now());
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<true>((r) => {
+      timer = setTimeout(() => r(true), ms);
+    });
+    const done = work.then(
+      () => false,
+      (e: Error) => (this.o.log(`warning: ${what} failed: ${e.message}`), false),
+    );
+    const late = await Promise.race([done, timedOut]);
+    clearTimeout(timer);
+    if (late)
+      this.o.log(
+        `warning: gave up on ${what} after ${Math.round(ms / 1000)} s (adv exec bounds its final writes: --finish-timeout); ending without it`,
+      );
   }
 }
 

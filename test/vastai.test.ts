@@ -74,7 +74,9 @@ describe.runIf(haveSshd())('vastai: a rented instance per attempt, destroyed how
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const backendYaml = (loadingTimeoutSec = 3) => `apiVersion: adventuretime.dev/v1alpha1
+  // A short loading timeout only where being stuck is the subject: elsewhere a loaded machine can
+  // take longer than a few seconds between the reads that see an instance loading and running.
+  const backendYaml = (loadingTimeoutSec = 600) => `apiVersion: adventuretime.dev/v1alpha1
 kind: Backend
 metadata: {name: vast}
 spec:
@@ -98,11 +100,11 @@ spec:
 `;
 
   let dataDir = '';
-  async function start(files: Record<string, string>): Promise<Controller> {
+  async function start(files: Record<string, string>, loadingTimeoutSec?: number): Promise<Controller> {
     await c?.stop();
     await wt?.cleanup();
     wt = await makeWorkTree({
-      'backends/vast.yaml': backendYaml(),
+      'backends/vast.yaml': backendYaml(loadingTimeoutSec),
       'storage.yaml': FILE_STORAGE,
       'train.py': await readFile(TRAIN, 'utf8'),
       ...files,
@@ -268,7 +270,7 @@ spec:
     const first = api.seedOffer({ dph_total: 0.003 });
     const second = api.seedOffer({ dph_total: 0.004 });
     api.options.stuck = true;
-    await start({ 'runs/stuck.yaml': runYaml('stuck', 'true') });
+    await start({ 'runs/stuck.yaml': runYaml('stuck', 'true') }, 3);
     await passUntil('rented', () => rentalsOf('stuck').length === 1);
     api.options.stuck = false;
     await passUntil('the run to succeed', () => st('stuck')?.phase === 'Succeeded');
@@ -314,7 +316,7 @@ spec:
     const out = join(tmp, 'out-crash');
     await mkdir(out, { recursive: true });
     wt = await makeWorkTree({
-      'backends/vast.yaml': backendYaml(600),
+      'backends/vast.yaml': backendYaml(),
       'storage.yaml': FILE_STORAGE,
       'runs/crash.yaml': runYaml('crash', `echo ran > ${out}/ran`),
     });

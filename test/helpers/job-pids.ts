@@ -17,3 +17,14 @@ export async function jobPids(
   }
   return pids;
 }
+
+/**
+ * The pids of the local backend's jobs under a controller's data dir
+ * (`<data>/local/<backend>/jobs/<job>/pid`: each job's `adv exec`).
+ */
+export async function localJobPids(dataDir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const backend of await readdir(join(dataDir, 'local')).catch(() => []))
+    pids.push(...(await jobPids(join(dataDir, 'local', backend, 'jobs'))));
+  return pids;
+}

@@ -184,7 +184,6 @@ export async function repeatWithinBudget(
   return perOpMs;
 }
 
-/** Pauses a random time in [0, maxMs): to vary *where* in a phase something happens, never to wait for it. */
 /** Runs a controller's passes until `done` holds, every 200 ms, bounded by `timeoutMs`. */
 export const passUntil = (
   c: { pass(): Promise<unknown> },
@@ -200,6 +199,7 @@ export const passUntil = (
     { what, timeoutMs, everyMs: 200 },
   );
 
+/** Pauses a random time in [0, maxMs): to vary *where* in a phase something happens, never to wait for it. */
 export const jitter = (maxMs: number): Promise<void> => sleep(Math.floor(Math.random() * maxMs));
 
 /**

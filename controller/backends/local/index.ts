@@ -16,7 +16,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { lchown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StallingError } from '../../errors.js';
 import { toolEnv } from '../../internal/child-env.js';
@@ -48,6 +48,8 @@ import {
 /** A job dir without exec.json this long after submission never started. */
 const START_TIMEOUT_MS = 60_000;
 const CANCEL_GRACE_MS = 10_000;
+/** Where adv exec itself runs: a dir that is never removed under it. */
+const ADV_EXEC_CWD = '/';
 
 /** The `local` adapter: detached `adv exec` processes with their records in a job dir each. */
 export class LocalBackend implements Backend {
@@ -63,7 +65,8 @@ export class LocalBackend implements Backend {
     /** `local.user`: the system user jobs run as (default: the controller's own). */
     private readonly user?: string,
   ) {
-    this.jobsDir = workDir ?? join(ctx.dataDir, 'local', name, 'jobs');
+    // Absolute: adv exec runs elsewhere (ADV_EXEC_CWD) and reads the paths it is given as they are.
+    this.jobsDir = resolve(workDir ?? join(ctx.dataDir, 'local', name, 'jobs'));
   }
 
   /** The job user, looked up once; a StallingError when it cannot be used. */
@@ -122,11 +125,16 @@ export class LocalBackend implements Backend {
         String(job.attempt),
         '--job-dir',
         dir,
+        '--cwd',
+        cwd,
         '--',
         ...job.argv,
       ],
       {
-        cwd,
+        // adv exec itself runs in a dir nobody removes; the workload runs in `cwd`. Started in the
+        // job dir, an adv exec run from source (tsx's loader thread) hung for good when the dir
+        // was removed while it loaded: the loader thread died of the missing cwd, unnoticed.
+        cwd: ADV_EXEC_CWD,
         detached: true,
         stdio: ['ignore', out, out],
         // Nothing of the controller's environment but the small base (job-env.ts); secrets go

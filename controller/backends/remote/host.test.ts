@@ -16,6 +16,8 @@ import type { ExecResult } from '../ssh/transport.js';
 import type { CodeExporter, JobRequest } from '../types.js';
 import { RemoteHost, type RemoteTransport } from './host.js';
 import { packFiles } from './pack.js';
+import { jobPids } from '../../../test/helpers/job-pids.js';
+import { killTree } from '../../../test/helpers/fake-tpu-nodes.js';
 
 /** Runs each command as sshd would: the joined argv through `sh -c`. */
 class ShellTransport implements RemoteTransport {
@@ -38,18 +40,28 @@ class ShellTransport implements RemoteTransport {
   close(): void {}
 }
 
-/** Stands in for the bundled `adv exec`: records exec.json, runs the command, records exit.json. */
-const FAKE_EXEC = `import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+/**
+ * Stands in for the bundled `adv exec`: runs the command in its own process group, like adv exec,
+ * and records exec.json once the workload has started and exit.json once it has ended — `Cancelled`
+ * when the job dir says so. It lets a SIGTERM (a cancel) end the workload and records that, as adv
+ * exec does. (A stand-in that died of the SIGTERM itself did not always die under load: now and then
+ * Node's default handler ran and the process lived on to record its workload's death as a failure.)
+ */
+const FAKE_EXEC = `import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 const a = process.argv.slice(2);
 const dir = a[a.indexOf('--job-dir') + 1];
 const argv = a.slice(a.indexOf('--') + 1);
 const startedAt = new Date().toISOString();
-writeFileSync(dir + '/exec.json', JSON.stringify({ pid: process.pid, startedAt }));
-const r = spawnSync(argv[0], argv.slice(1), { stdio: 'inherit' });
-const code = r.status ?? 1;
-writeFileSync(dir + '/exit.json', JSON.stringify({ exitCode: code, reason: code === 0 ? 'Completed' : 'Error', startedAt, finishedAt: new Date().toISOString() }));
-process.exit(code);
+const child = spawn(argv[0], argv.slice(1), { stdio: 'inherit', detached: true });
+process.on('SIGTERM', () => process.kill(-child.pid, 'SIGTERM'));
+child.on('spawn', () => writeFileSync(dir + '/exec.json', JSON.stringify({ pid: process.pid, childPid: child.pid, startedAt })));
+child.on('exit', (status) => {
+  const code = status ?? 1;
+  const reason = existsSync(dir + '/cancel-requested') ? 'Cancelled' : code === 0 ? 'Completed' : 'Error';
+  writeFileSync(dir + '/exit.json', JSON.stringify({ exitCode: code, reason, startedAt, finishedAt: new Date().toISOString() }));
+  process.exit(code);
+});
 `;
 
 describe('RemoteHost over a shell transport', () => {
@@ -79,7 +91,10 @@ describe('RemoteHost over a shell transport', () => {
       bundlePath: () => join(tmp, 'fake-exec.mjs'),
     });
   });
-  afterAll(() => rm(tmp, { recursive: true, force: true }));
+  afterAll(async () => {
+    await killTree(await jobPids(join(tmp, 'root', 'work')));
+    await rm(tmp, { recursive: true, force: true });
+  });
 
   const job = (name: string, argv: string[], env: Record<string, string> = {}): JobRequest => ({
     jobName: name,
@@ -133,26 +148,42 @@ describe('RemoteHost over a shell transport', () => {
     expect(await host.findPid('adv-never-1')).toBeUndefined();
   }, 120_000);
 
+  /** Polls the job's observed state until it is one of `want`: on a loaded machine the shell takes its time. */
+  const stateOf = (h: { backend: string; jobName: string; jobId: string }, want: string[]) =>
+    vi.waitFor(
+      async () => {
+        const o = (await host.observe([h]))[0]!;
+        if (!want.includes(o.state)) throw new Error(`state ${o.state}, waiting for ${want.join(' or ')}`);
+        return o;
+      },
+      { timeout: 60_000, interval: 50 },
+    );
+
   it('says a job dir that is not there is missing, and cancels a running job', async () => {
     const [missing] = await host.observe([{ backend: 'h', jobName: 'adv-none-1', jobId: '1' }]);
     expect(missing).toMatchObject({ state: 'Lost', reason: 'JobDirMissing' });
     const pid = await host.launch(job('adv-long-1', ['sleep', '30']));
     const h = { backend: 'h', jobName: 'adv-long-1', jobId: pid };
-    // Waits on the state, not on a window: on a loaded machine the shell takes its time.
-    const stateIs = (want: string[]) =>
-      vi.waitFor(
-        async () => {
-          const s = (await host.observe([h]))[0]!.state;
-          if (!want.includes(s)) throw new Error(`state ${s}, waiting for ${want.join(' or ')}`);
-          return s;
-        },
-        { timeout: 60_000, interval: 50 },
-      );
-    await stateIs(['Running']);
+    await stateOf(h, ['Running']);
     await host.cancel('adv-long-1');
     expect(existsSync(join(tmp, 'root', 'work', 'adv-long-1', 'cancel-requested'))).toBe(true);
-    const state = await stateIs(['Lost', 'Failed']);
-    // The stand-in exec dies with its process group, without an exit record: the process vanished.
-    expect(state).toBe('Lost');
+    expect(await stateOf(h, ['Cancelled', 'Failed', 'Succeeded', 'Lost'])).toMatchObject({
+      state: 'Cancelled',
+      reason: 'Cancelled',
+    });
+  }, 120_000);
+
+  it('says a job whose processes vanished without a record is lost', async () => {
+    const pid = await host.launch(job('adv-vanish-1', ['sleep', '30']));
+    const h = { backend: 'h', jobName: 'adv-vanish-1', jobId: pid };
+    await stateOf(h, ['Running']);
+    // The stand-in's group and the workload's: nothing is left to write a record.
+    const exec = JSON.parse(await readFile(join(tmp, 'root', 'work', 'adv-vanish-1', 'exec.json'), 'utf8'));
+    process.kill(-Number(pid), 'SIGKILL');
+    process.kill(-(exec as { childPid: number }).childPid, 'SIGKILL');
+    expect(await stateOf(h, ['Cancelled', 'Failed', 'Succeeded', 'Lost'])).toMatchObject({
+      state: 'Lost',
+      reason: 'ProcessVanished',
+    });
   }, 120_000);
 });
