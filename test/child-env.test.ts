@@ -117,7 +117,14 @@ spec:
     process.execPath,
     [
       ...[ADV, 'controller', '--repo', wt.dir, '--data-dir', join(tmp, 'data')],
-      ...['--infra-dir', infra, '--trusted-signers', signers],
+      ...[
+        '--infra-dir',
+        infra,
+        '--trusted-signers',
+        signers,
+        '--trust-from',
+        await wt.git('rev-parse', 'HEAD'),
+      ],
     ],
     {
       env: {

@@ -10,7 +10,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +35,7 @@ if (!hasNobody) console.warn('SKIPPING the local.user test: it needs to run as r
 const probe = (secretsFile: string) =>
   [
     'echo "uid=$(id -u)"',
+    'echo "tmp=$TMPDIR"',
     'ctrl=$(cut -d" " -f4 /proc/$PPID/stat)',
     'tr "\\0" "\\n" < /proc/$ctrl/environ 2>&1 | grep -E "^(ADV_|AWS_)" || echo "environ: unreadable"',
     `cat ${secretsFile} 2>&1 || true`,
@@ -48,8 +48,9 @@ describe.runIf(hasNobody)('local.user: jobs as another system user', () => {
   let wt: WorkTree;
 
   beforeAll(async () => {
-    // Every folder a job of `nobody` walks through is searchable by it.
-    tmp = await mkdtemp(join(tmpdir(), 'adv-localuser-'));
+    // Every folder a job of `nobody` walks through is searchable by it: under /tmp itself, not the
+    // test run's own TMPDIR (mode 700, like any mkdtemp).
+    tmp = await mkdtemp(join('/tmp', 'adv-localuser-'));
     await chmod(tmp, 0o755);
   });
   afterAll(async () => {
@@ -92,7 +93,7 @@ spec:
     for (const s of [c.stdout, c.stderr]) s.on('data', (b: Buffer) => (log += b.toString()));
     const code = await waitFor(() => (c.exitCode !== null ? { code: c.exitCode } : undefined), {
       what: 'adv controller --once to finish',
-      timeoutMs: 120_000,
+      timeoutMs: 100_000,
       detail: () => log.slice(-3000),
     }).finally(() => stopProcess(c));
     expect(code.code, log.slice(-3000)).toBe(0);
@@ -109,6 +110,7 @@ spec:
     // As nobody: nothing of the controller's, and the job did its work.
     const apart = await output('apart');
     expect(apart).toContain('uid=65534');
+    expect(apart).toContain(`tmp=${join(tmp, 'jobs-apart', 'adv-apart-1', 'tmp')}`);
     expect(apart).toContain('environ: unreadable');
     expect(apart).toContain('Permission denied');
     for (const v of [...Object.values(CANARIES), SECRET_IN_FILE]) expect(apart).not.toContain(v);

@@ -4,7 +4,8 @@
  * leases, and a restart in that window exited 6. Now reconciling stops first, waiting agents are
  * answered at once, and the listener drops its connections: the compiled controller exits while an
  * idle agent is in the middle of a 40 s long poll, the job running on another agent keeps its one
- * attempt, and a controller restarted on the same data dir carries on with it.
+ * attempt, and a controller restarted on the same data dir carries on with it (within the default
+ * lease, `staleAfterSec` 120: a restart is not a preemption).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -100,7 +101,7 @@ kind: Backend
 metadata: {name: desks}
 spec:
   type: agent
-  agent: {tokenSecret: AGENT_ENROLL, staleAfterSec: 10}
+  agent: {tokenSecret: AGENT_ENROLL}
 `,
       'storage.yaml': FILE_STORAGE,
       'runs/held.yaml': `apiVersion: adventuretime.dev/v1alpha1

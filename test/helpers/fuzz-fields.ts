@@ -216,12 +216,14 @@ export const FIELDS: FieldCase[] = [
   },
   {
     field: 'Backend spec.connection.identityFile',
-    sink: 'controller: file read (admin path)',
+    sink: 'controller: file read (admin path; absolute or under ~)',
+    ok: '~/.ssh/id',
     template: backend('ssh', '', '  connection: {host: h, identityFile: @@}\n'),
   },
   {
     field: 'Backend spec.connection.knownHostsFile',
-    sink: 'controller: file read/append (admin path)',
+    sink: 'controller: file read/append (admin path; absolute or under ~)',
+    ok: '/etc/ssh/known',
     template: backend('ssh', '', '  connection: {host: h, knownHostsFile: @@}\n'),
   },
   {

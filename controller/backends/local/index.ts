@@ -141,7 +141,7 @@ export class LocalBackend implements Backend {
         // straight into the process's environment, never to a file.
         env: {
           ...baseJobEnv(this.ctx.hostEnv ?? process.env),
-          ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name } : {}),
+          ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
           ...job.env,
           ...job.secretEnv,
         },
@@ -296,6 +296,8 @@ async function lookUpUser(name: string, backend: string): Promise<JobUser> {
  * it (checkpoints, logs, heartbeats). Nothing else of the controller's changes owner.
  */
 async function handOver(as: JobUser, dir: string, job: JobRequest): Promise<void> {
+  // Its own temp dir: the controller's TMPDIR is the controller's.
+  await mkdir(join(dir, 'tmp'), { recursive: true });
   await chownTree(dir, as.uid, as.gid);
   if (!job.store?.url.startsWith('file:')) return;
   const runDir = join(fileURLToPath(job.store.url), 'runs', job.run);
