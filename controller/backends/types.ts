@@ -9,6 +9,7 @@ import type { SecretSource } from '../secrets.js';
 import { ExitReason } from '../../runtime/records.js';
 import type { ObjectStore } from '../../runtime/store/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
+import type { CheckpointMode } from './checkpoint-mode.js';
 import type { SshConnection, SshTransport } from './ssh/transport.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */
@@ -258,6 +259,13 @@ export interface BackendTraits {
   jobNameMax: number;
   /** Its capacity may be preempted, from the Backend spec (spot VMs, preemptible partitions). */
   preemptible?(spec: BackendObject['spec']): boolean;
+  /**
+   * The checkpoint modes it offers a job, from the Backend spec, in the order `checkpoint.mode:
+   * auto` takes them (`checkpoint-mode.ts`). Absent: `per-process` only (one host, one process).
+   */
+  checkpointModes?(spec: BackendObject['spec']): CheckpointMode[];
+  /** How a Backend of this type would offer a mode it does not offer now: the fix a refusal says. */
+  howToOffer?: Partial<Record<CheckpointMode, string>>;
 }
 
 /**

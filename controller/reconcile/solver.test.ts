@@ -279,6 +279,55 @@ describe('solve', () => {
     expect(d.why).toMatch(why);
   });
 
+  describe('checkpoint modes', () => {
+    const kube = (name: string, volcano: Record<string, unknown> = {}, priority = 0) =>
+      b(name, { type: 'volcano', priority, volcano: { namespace: 'ml', image: 'i', ...volcano } });
+    const tpu = (name: string, gcpTpu: Record<string, unknown> = {}) =>
+      b(name, {
+        type: 'gcp-tpu',
+        gcpTpu: { project: 'p-12345', zone: 'us-central2-b', acceleratorType: 'v4-16', ...gcpTpu },
+      });
+    const multi = (mode?: 'shared' | 'store' | 'per-process') =>
+      run({ resources: { nodes: 2 }, ...(mode ? { checkpoint: { mode } } : {}) });
+
+    it('passes over a backend that offers no shared dir, saying how to declare one', () => {
+      const d = solve(
+        multi('shared'),
+        [kube('k8s', {}, 10), kube('k8s-rwx', { checkpointVolume: 'ckpt' })],
+        [],
+        T0,
+      );
+      expect(d.backend).toBe('k8s-rwx');
+      expect(d.why).toBe(
+        'k8s: offers no shared checkpoint dir (checkpoint.mode: shared): declare volcano.checkpointVolume (a ReadWriteMany PersistentVolumeClaim every pod mounts); k8s-rwx: chosen',
+      );
+    });
+
+    it('waits, with the why, when no backend offers the mode', () => {
+      const d = solve(multi('store'), [b('slurm-a')], [], T0);
+      expect(d).toEqual({
+        why: 'slurm-a: offers no checkpoints written straight to the object store (checkpoint.mode: store): a slurm backend offers shared, per-process; choose one of those, or another backend',
+        wait: 'NoBackend',
+      });
+      const t = solve(multi('shared'), [tpu('tpu')], [], T0);
+      expect(t.why).toMatch(
+        /^tpu: offers no shared checkpoint dir \(checkpoint.mode: shared\): declare gcpTpu.sharedMount/,
+      );
+      expect(solve(multi('shared'), [tpu('tpu', { sharedMount: '/mnt/ckpt' })], [], T0).backend).toBe('tpu');
+    });
+
+    it('auto and per-process go anywhere; shared goes to a one-host backend (one process: its dir is all)', () => {
+      for (const be of [kube('k8s'), tpu('tpu'), b('slurm-a')])
+        for (const mode of [undefined, 'per-process'] as const)
+          expect(solve(multi(mode), [be], [], T0).backend).toBe(be.name);
+      const local = b('local', { type: 'local' });
+      expect(solve(run({ checkpoint: { mode: 'shared' } }), [local], [], T0).backend).toBe('local');
+      expect(solve(run({ checkpoint: { mode: 'store' } }), [local], [], T0).why).toMatch(
+        /^local: offers no checkpoints written straight to the object store/,
+      );
+    });
+  });
+
   it('says when no backend is defined that the selector allows', () => {
     expect(solve(run({ backendSelector: { allowed: ['x'] } }), fleet, [], T0)).toEqual({
       why: 'no backend is defined that the selector allows',

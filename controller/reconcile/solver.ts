@@ -5,7 +5,7 @@
  * 1. Candidates: `backendSelector.order` if given, else every backend by priority (then name).
  * 2. Hard filters against what each backend declares (and, for GPUs on a host, what it reports):
  *    allowed/forbidden, clusters, usable adapter, preemptible capacity, TPUs, GPUs per node, GPU
- *    type alternatives, nodes, VRAM, RAM, CUDA. What a backend's type can do comes from its
+ *    type alternatives, nodes, the declared checkpoint mode, VRAM, RAM, CUDA. What a backend's type can do comes from its
  *    descriptor's traits; the solver never asks for a type by name.
  * 3. Soft order: a backend that just preempted or failed this run (cool-down, SkyPilot's "eager
  *    next region") and a degraded backend go after the others; `preferCuda` puts CUDA first.
@@ -14,6 +14,7 @@
  *    those that hold jobs in their own queue (a scheduler such as SLURM keeps the job until it
  *    fits); with no such candidate it waits.
  */
+import { modeRefusal } from '../backends/checkpoint-mode.js';
 import type { BackendTraits, Capacity } from '../backends/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
@@ -70,6 +71,7 @@ interface Candidate {
 
 /** What the run asks for, read once from its spec. */
 interface Ask {
+  spec: RunSpec;
   sel: NonNullable<RunSpec['backendSelector']>;
   cons: NonNullable<NonNullable<RunSpec['backendSelector']>['constraints']>;
   tpus: number;
@@ -85,6 +87,7 @@ function askOf(spec: RunSpec): Ask {
   const res = spec.resources ?? {};
   const types = res.gpuType ? res.gpuType.split('|') : [];
   return {
+    spec,
     sel,
     cons: sel.constraints ?? {},
     tpus: res.tpus ?? 0,
@@ -226,7 +229,7 @@ function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
     return offered.size
       ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
       : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`;
-  return hardwareShortfall(b, cons);
+  return modeRefusal(ask.spec, b.traits, b.spec) ?? hardwareShortfall(b, cons);
 }
 
 /** What the selector's hardware constraints (VRAM, RAM, CUDA) find missing, or undefined. */

@@ -12,6 +12,7 @@ import type { Diagnostic } from './diagnostic.js';
 import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
 import { storeCredentialNames } from '../storage.js';
+import { checkpointModeDiagnostics, checkpointModeRefsOf, type ModeRef } from './checkpoint-rules.js';
 import {
   backendRefsOf,
   BACKEND_SECRET_HINT,
@@ -41,6 +42,8 @@ export interface LoadedDocument {
   children?: ChildRef[];
   /** The secrets a schema-valid Backend names (its `*Secret` fields), located. */
   secretRefs?: BackendRef[];
+  /** The checkpoint modes a schema-valid Run or DAG declares, located. */
+  modeRefs?: ModeRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];
@@ -176,7 +179,7 @@ export class SpecLoader {
       docs.push(...cached.docs);
       fileDiagnostics.push(...cached.fileDiagnostics);
     }
-    const extra = crossFileRules(docs, this.backendNames?.());
+    const extra = crossFileRules(docs, this.backendNames?.(), this.backends);
     const objects: LoadedObject[] = [];
     const invalid: InvalidDocument[] = [];
     const diagnostics: Diagnostic[] = [...fileDiagnostics];
@@ -247,6 +250,7 @@ function loadOneFile(
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
     if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
+    if (obj.kind === 'Run' || obj.kind === 'DAG') doc.modeRefs = checkpointModeRefsOf(obj, pd.locator);
     doc.object = obj;
   }
   return { docs, fileDiagnostics: parsed.diagnostics };
@@ -255,8 +259,9 @@ function loadOneFile(
 /** Whether a cached document has every summary the cross-file rules read. */
 function hasSummaries(d: LoadedDocument): boolean {
   if (!d.object) return true;
-  if (d.kind === 'DAG') return d.children !== undefined;
+  if (d.kind === 'DAG') return d.children !== undefined && d.modeRefs !== undefined;
   if (d.kind === 'Backend') return d.secretRefs !== undefined;
+  if (d.kind === 'Run') return d.modeRefs !== undefined;
   return true;
 }
 
@@ -266,6 +271,7 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'UnknownBackend',
   'SecondStorage',
   'StoreCredential',
+  'CheckpointModeUnavailable',
 ]);
 
 type Add = (d: LoadedDocument, diag: Diagnostic) => void;
@@ -281,6 +287,7 @@ const nameAt = (d: LoadedDocument): string => `${d.file}:${d.namePos?.line ?? d.
 function crossFileRules(
   docs: readonly LoadedDocument[],
   declared: ReadonlySet<string> | undefined,
+  backends: BackendList,
 ): Map<LoadedDocument, Diagnostic[]> {
   const out = new Map<LoadedDocument, Diagnostic[]>();
   const add: Add = (d, diag) => {
@@ -302,7 +309,29 @@ function crossFileRules(
   const storages = docs.filter((d) => d.kind === 'Storage' && d.name);
   secondStorageRules(storages, add);
   storeCredentialRules(docs, storages[0], add);
+  modeRules(docs, declared, backends, add);
   return out;
+}
+
+/** Declared checkpoint modes no Backend the run may use offers (`checkpoint-rules.ts`). */
+function modeRules(
+  docs: readonly LoadedDocument[],
+  declared: ReadonlySet<string> | undefined,
+  backends: BackendList,
+  add: Add,
+): void {
+  if (!docs.some((d) => d.modeRefs?.length)) return;
+  const defined = declared
+    ? undefined
+    : new Map(
+        docs
+          .filter((d) => d.kind === 'Backend' && d.name && d.object)
+          .map((d) => [d.name!, d.object as Backend]),
+      );
+  for (const d of docs)
+    if (d.object && d.modeRefs?.length)
+      for (const diag of checkpointModeDiagnostics(d.file, d.object, d.modeRefs, defined, backends))
+        add(d, diag);
 }
 
 /** Two documents of one kind and name: both are refused (acting on either would be a guess). */

@@ -8,6 +8,7 @@
 import { Type, type Static, type TOptional, type TSchema } from '@sinclair/typebox';
 import { BACKENDS } from '../backends/registry.js';
 import type { BackendList, BackendSchemaPart } from '../backends/types.js';
+import { CHECKPOINT_MODE_CHOICES, STOP_SIGNALS } from '../backends/checkpoint-mode.js';
 import {
   DNS1123_LABEL,
   DNS1123_SUBDOMAIN,
@@ -235,6 +236,12 @@ export const PolicySchema = strict(
       }),
     ),
     backoff: optional(BackoffSchema),
+    stopSignal: optional(
+      StringEnum(
+        STOP_SIGNALS,
+        'The signal the workload gets to stop (preemption notice, time limit, cancel), on every backend, whatever the scheduler sent `adv exec` (SLURM sends SIGUSR1); then the grace period. Default `SIGTERM`.',
+      ),
+    ),
     onSpecChange: optional(
       StringEnum(
         Object.values(OnSpecChange),
@@ -305,6 +312,18 @@ const CodeSchema = strict(
   'Which code runs: a git tree pinned to a commit.',
 );
 
+export const CheckpointSchema = strict(
+  {
+    mode: optional(
+      StringEnum(
+        CHECKPOINT_MODE_CHOICES,
+        "Where a multi-host job's processes write their checkpoint. `per-process`: a dir of each process's own, every process uploads what it wrote and process 0 commits the union (torch DCP, per-rank files). `shared`: one dir all processes see (a cluster file system, `volcano.checkpointVolume`, `gcpTpu.sharedMount`): what Orbax needs. `store`: the workload writes to the object store itself (`ADV_CKPT_URI`). `auto` (default): the first mode the backend offers (a shared dir where it has one; docs/backends.md lists each backend's). A run that names a mode is placed only on a backend that offers it.",
+      ),
+    ),
+  },
+  'How the checkpoint of a multi-host job is written (see docs/checkpointing.md).',
+);
+
 /** Fields of a Run spec, shared by `Run.spec` and a DAG node's `run`. */
 const runSpecProperties = {
   command: optional(
@@ -326,6 +345,7 @@ const runSpecProperties = {
   resources: optional(ResourcesSchema),
   parallelism: optional(ParallelismSchema),
   policy: optional(PolicySchema),
+  checkpoint: optional(CheckpointSchema),
   backendSelector: optional(BackendSelectorSchema),
   env: optional(
     KeyedMap(

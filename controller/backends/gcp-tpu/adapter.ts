@@ -43,6 +43,7 @@ import {
   labelValue,
   nodeLabels,
   nodeNameOf,
+  workerCheckpointEnv,
   workerJob,
 } from './names.js';
 
@@ -110,6 +111,8 @@ export class TpuBackend implements Backend {
   }
 
   async submit(job: JobRequest): Promise<SubmitResult> {
+    // A mode this Backend cannot give the job fails the submit, before a node is asked for.
+    workerCheckpointEnv(job, this.spec);
     const handle = { backend: this.name, jobName: job.jobName, jobId: nodeNameOf(job.jobName) };
     const found = await this.find(job.jobName);
     if (found) {
@@ -261,7 +264,10 @@ export class TpuBackend implements Backend {
     if (!hosts.length) throw new Error(`node ${node.name} has no worker endpoints`);
     const port = this.settings.coordinatorPort ?? DEFAULT_COORDINATOR_PORT;
     const coordinator = `${node.networkEndpoints![0]!.ipAddress}:${port}`;
-    await Promise.all(hosts.map((h, k) => h.launch(workerJob(job, k, hosts.length, coordinator))));
+    const checkpoint = workerCheckpointEnv(job, this.spec);
+    await Promise.all(
+      hosts.map((h, k) => h.launch(workerJob(job, k, hosts.length, coordinator, checkpoint))),
+    );
   }
 
   async find(jobName: string): Promise<(JobHandle & { zone: string }) | undefined> {

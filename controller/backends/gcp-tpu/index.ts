@@ -7,6 +7,7 @@ import { Type } from '@sinclair/typebox';
 import { optional, strict } from '../../spec/schema-kit.js';
 import type { AdapterDescriptor } from '../types.js';
 import { TpuBackend } from './adapter.js';
+import { TPU_TRAITS } from './names.js';
 
 /** GCP zone names: `us-central2-b`. */
 const ZONE = '^[a-z]+-[a-z]+[0-9]+-[a-z]$';
@@ -51,6 +52,13 @@ export const gcpTpuSettings = {
           description: 'JAX coordinator port on worker 0. Default 8476.',
         }),
       ),
+      sharedMount: optional(
+        Type.String({
+          pattern: '^/[^\\s]*$',
+          description:
+            'A directory every worker sees at this path (a Filestore or NFS mount the runtime image or `setup` provides): multi-host jobs get one checkpoint dir for all processes, `<sharedMount>/<run>/<attempt>` (`checkpoint.mode: shared`, what Orbax needs). Without it a job checkpoints to the object store (`store`) or per process.',
+        }),
+      ),
       readyTimeoutSec: optional(
         Type.Integer({ minimum: 1, description: 'How long a new node may take to be READY. Default 900.' }),
       ),
@@ -64,17 +72,7 @@ export const gcpTpuBackend: AdapterDescriptor<'gcp-tpu', typeof gcpTpuSettings> 
   type: 'gcp-tpu',
   settings: gcpTpuSettings,
   needsConnection: false,
-  traits: {
-    queuesWhenFull: false,
-    multiNode: true,
-    tpus: true,
-    reportsCapacity: false,
-    jobNameMax: 63,
-    preemptible: (spec) =>
-      spec.gcpTpu?.spot === true ||
-      spec.gcpTpu?.preemptible === true ||
-      spec.capabilities?.preemptible === true,
-  },
+  traits: TPU_TRAITS,
   create(spec, ctx) {
     return new TpuBackend(spec.metadata.name, spec.spec, ctx);
   },

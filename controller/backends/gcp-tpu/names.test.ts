@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { Backend as BackendObject } from '../../spec/schema.js';
 import type { JobRequest } from '../types.js';
-import { labelValue, nodeLabels, nodeNameOf, workerJob } from './names.js';
+import { labelValue, nodeLabels, nodeNameOf, workerCheckpointEnv, workerJob } from './names.js';
 
 const GCP_NAME = /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -39,28 +40,59 @@ describe('workerJob', () => {
   const job: JobRequest = {
     jobName: 'adv-r-1',
     run: 'r',
-    attempt: 1,
+    attempt: 3,
     spec: {},
     argv: ['python3', 'train.py'],
     code: { commit: 'c' },
     env: { LR: '0.1' },
+    store: { url: 's3://bucket/p' },
   };
-  it('gives each worker the multi-host contract and TPU_WORKER_ID; worker 0 keeps the job name', () => {
+  const tpu = (over: Record<string, unknown> = {}): BackendObject['spec'] => ({
+    type: 'gcp-tpu',
+    gcpTpu: { project: 'p-12345', zone: 'us-central2-b', acceleratorType: 'v4-16', ...over },
+  });
+
+  it('gives each worker the multi-host facts and TPU_WORKER_ID, no JAX_* of its own; worker 0 keeps the job name', () => {
     const w0 = workerJob(job, 0, 2, '10.0.0.2:8476');
-    const w1 = workerJob(job, 1, 2, '10.0.0.2:8476');
+    const w1 = workerJob(job, 1, 2, '10.0.0.2:8476', workerCheckpointEnv(job, tpu()));
     expect(w0.jobName).toBe('adv-r-1');
     expect(w1.jobName).toBe('adv-r-1-w1');
     expect(w1.env).toEqual({
       LR: '0.1',
       ADV_PROCESS_ID: '1',
-      JAX_PROCESS_ID: '1',
       TPU_WORKER_ID: '1',
       ADV_NUM_PROCESSES: '2',
-      JAX_NUM_PROCESSES: '2',
       ADV_COORDINATOR_ADDRESS: '10.0.0.2:8476',
-      JAX_COORDINATOR_ADDRESS: '10.0.0.2:8476',
+      ADV_LOCAL_PROCESS_ID: '0',
+      ADV_LOCAL_PROCESS_COUNT: '1',
+      ADV_CKPT_MODE: 'store',
+      ADV_STOP_SIGNAL: 'SIGTERM',
       ADV_OWN_JOB_DIR: '1',
     });
     expect(job.env).toEqual({ LR: '0.1' });
+  });
+
+  it('gives every worker one dir under a declared shared mount, per run and attempt', () => {
+    const env = workerCheckpointEnv(
+      { ...job, spec: { policy: { stopSignal: 'SIGUSR2' } } },
+      tpu({ sharedMount: '/mnt/ckpt/' }),
+    );
+    expect(env).toEqual({
+      ADV_CKPT_MODE: 'shared',
+      ADV_SHARED_CKPT_DIR: '/mnt/ckpt/r/3',
+      ADV_STOP_SIGNAL: 'SIGUSR2',
+    });
+  });
+
+  it('auto: per process when the job has no store; a declared mode the Backend lacks is refused with the fix', () => {
+    const { store: _none, ...noStore } = job;
+    expect(workerCheckpointEnv(noStore, tpu()).ADV_CKPT_MODE).toBe('per-process');
+    expect(workerCheckpointEnv({ ...job, spec: { checkpoint: { mode: 'per-process' } } }, tpu())).toEqual({
+      ADV_CKPT_MODE: 'per-process',
+      ADV_STOP_SIGNAL: 'SIGTERM',
+    });
+    expect(() => workerCheckpointEnv({ ...job, spec: { checkpoint: { mode: 'shared' } } }, tpu())).toThrow(
+      'offers no shared checkpoint dir (checkpoint.mode: shared): declare gcpTpu.sharedMount',
+    );
   });
 });

@@ -127,6 +127,8 @@ export class LocalBackend implements Backend {
         dir,
         '--cwd',
         cwd,
+        // One process on one host: only a declared stop signal is passed (SIGTERM is adv exec's own).
+        ...(job.spec.policy?.stopSignal ? ['--stop-signal', job.spec.policy.stopSignal] : []),
         '--',
         ...job.argv,
       ],

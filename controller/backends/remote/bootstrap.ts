@@ -45,6 +45,8 @@ export function remoteJobEnv(
       ? { ADV_CKPT_INTERVAL_SEC: String(job.spec.policy.checkpointIntervalSec) }
       : {}),
     ...(job.spec.parallelism ? { ADV_PARALLELISM: JSON.stringify(job.spec.parallelism) } : {}),
+    // Multi-host launchers set it always (`execModeEnv`); a one-host job only when declared.
+    ...(job.spec.policy?.stopSignal ? { ADV_STOP_SIGNAL: job.spec.policy.stopSignal } : {}),
   };
   setup.forEach((s, i) => (env[`ADV_SETUP_${i}`] = s));
   return env;
@@ -87,9 +89,9 @@ fail() {
 }
 command -v node >/dev/null 2>&1 || fail "Node.js >= 20 is required on $(hostname) and was not found in PATH"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ] || fail "Node.js >= 20 is required on $(hostname); found $(node --version)"
-# On a multi-node job every process runs this script: each gets its own dir (a gcp-tpu worker
-# has one already: ADV_OWN_JOB_DIR). adv exec reads ADV_PROCESS_ID: only process 0 restores and
-# uploads checkpoints, heartbeats and the exit record; the others ship their output only.
+# On a multi-node job every process runs this script: each gets its own dir for its records and
+# output (a gcp-tpu worker has one already: ADV_OWN_JOB_DIR). The checkpoint dir is the one all
+# processes share when the launcher set ADV_SHARED_CKPT_DIR, else each job dir's own.
 if [ "\${ADV_PROCESS_ID:-0}" != 0 ] && [ -z "\${ADV_OWN_JOB_DIR:-}" ]; then
   ADV_JOB_DIR="$ADV_JOB_DIR/proc-$ADV_PROCESS_ID"; export ADV_JOB_DIR
   mkdir -p "$ADV_JOB_DIR" && cd "$ADV_JOB_DIR"
@@ -100,7 +102,12 @@ cd work
 if [ -n "\${ADV_WORKDIR:-}" ]; then cd "./$ADV_WORKDIR" || fail "no working dir $ADV_WORKDIR in the code"; fi
 if [ -f pyproject.toml ] && command -v uv >/dev/null 2>&1; then uv sync || fail "uv sync failed"; fi
 ${setup}
-node "$ADV_EXEC_BUNDLE" \${ADV_STORE:+--store "$ADV_STORE"} --run "$ADV_RUN" --attempt "$ADV_ATTEMPT" --job-dir "$ADV_JOB_DIR" -- ${shellJoin(job.argv)}
+# A stop notice goes to adv exec (it passes the run's stop signal on): this shell waits for it.
+trap : TERM INT USR1 USR2
+node "$ADV_EXEC_BUNDLE" \${ADV_STORE:+--store "$ADV_STORE"} --run "$ADV_RUN" --attempt "$ADV_ATTEMPT" --job-dir "$ADV_JOB_DIR" \\
+  \${ADV_PROCESS_ID:+--process "$ADV_PROCESS_ID"} \${ADV_NUM_PROCESSES:+--processes "$ADV_NUM_PROCESSES"} \\
+  \${ADV_CKPT_MODE:+--ckpt-mode "$ADV_CKPT_MODE"} \${ADV_SHARED_CKPT_DIR:+--ckpt-dir "$ADV_SHARED_CKPT_DIR"} \\
+  \${ADV_STOP_SIGNAL:+--stop-signal "$ADV_STOP_SIGNAL"} -- ${shellJoin(job.argv)}
 code=$?
 # Clean the work dir on success; keep it on failure, for a person to look at.
 if [ "$code" -eq 0 ]; then cd "$ADV_JOB_DIR" && rm -rf work; fi

@@ -9,6 +9,7 @@ import { shellQuote } from '../../internal/shell.js';
 import type { Backend as BackendObject, RunSpec } from '../../spec/schema.js';
 import { packFiles } from '../remote/pack.js';
 import { SOURCE_SECRETS } from '../remote/bootstrap.js';
+import { CheckpointMode, execModeEnv, launchMode, stopSignalOf } from '../checkpoint-mode.js';
 import { sshHostOf, type RemoteHost } from '../remote/host.js';
 import {
   JobState,
@@ -64,6 +65,21 @@ function directiveLine(directive: string): string {
   return `#SBATCH ${directive}`;
 }
 
+/**
+ * What srun runs on every node (one task per node): the process's own facts, then the bootstrap.
+ * It outlives the stop signal (a trap) so the task ends when `adv exec` has. After a stop notice a
+ * process other than 0 ends with 0: `--kill-on-bad-exit` would otherwise kill process 0 while it
+ * still commits the gang's last checkpoint, and the attempt's outcome is process 0's to say.
+ */
+const TASK = [
+  'export ADV_PROCESS_ID="$SLURM_PROCID" ADV_LOCAL_PROCESS_ID="${SLURM_LOCALID:-0}" ADV_LOCAL_PROCESS_COUNT="${SLURM_NTASKS_PER_NODE:-1}"',
+  'ADV_LOCAL_DEVICE_COUNT=$(echo "${CUDA_VISIBLE_DEVICES:-}" | tr , "\\n" | grep -c .); export ADV_LOCAL_DEVICE_COUNT',
+  'stopped=; trap "stopped=1" TERM INT USR1 USR2',
+  'sh ./run.sh; code=$?',
+  'if [ -n "$stopped" ] && [ "$ADV_PROCESS_ID" != 0 ]; then exit 0; fi',
+  'exit "$code"',
+].join('\n');
+
 /** The `slurm` adapter: job dirs through a `RemoteHost` on the login node, then sbatch/scontrol/sinfo. */
 export class SlurmBackend implements Backend {
   readonly type = 'slurm' as const;
@@ -112,11 +128,19 @@ export class SlurmBackend implements Backend {
     return mapping.default ?? 'gpu';
   }
 
-  /** The batch script: directives, the multi-host contract, srun of the bootstrap on every node. */
+  /**
+   * The batch script: directives, the multi-host facts, srun of the bootstrap on every node.
+   *
+   * The stop notice: SLURM sends USR1 (`--signal=B:USR1@grace`) to this shell only. Passing USR1
+   * on through srun would reach every process of the step (srun signals them all, the workload
+   * included: a workload without a USR1 handler dies at once). So the shell has SLURM signal the
+   * step with the run's stop signal (`scancel --signal`, which leaves this shell out): every
+   * `adv exec` takes it as its notice, and the workload gets that same signal. srun is never sent
+   * TERM: it turns TERM into a SIGKILL of every task.
+   */
   batchScript(job: JobRequest, dir: string): string {
     const port = this.spec.slurm?.coordinatorPort ?? 29500;
-    // The batch shell receives USR1 `grace` seconds before the time limit and passes it on to
-    // the tasks; srun runs the bootstrap once per node with the multi-host contract set.
+    const signal = stopSignalOf(job.spec).replace(/^SIG/, '');
     return [
       '#!/bin/sh',
       ...this.directives(job, dir).map(directiveLine),
@@ -124,12 +148,11 @@ export class SlurmBackend implements Backend {
       // The secrets file goes before anything else runs; srun passes the environment on.
       SOURCE_SECRETS,
       'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-      `export ADV_COORDINATOR_ADDRESS="$first:${port}" JAX_COORDINATOR_ADDRESS="$first:${port}"`,
-      'export ADV_NUM_PROCESSES="$SLURM_NTASKS" JAX_NUM_PROCESSES="$SLURM_NTASKS"',
-      'srun --kill-on-bad-exit=1 sh -c \'export ADV_PROCESS_ID=$SLURM_PROCID JAX_PROCESS_ID=$SLURM_PROCID ADV_LOCAL_DEVICE_COUNT=$(echo "${CUDA_VISIBLE_DEVICES:-}" | tr , "\\n" | grep -c .); exec sh ./run.sh\' &',
+      `export ADV_COORDINATOR_ADDRESS="$first:${port}" ADV_NUM_PROCESSES="$SLURM_NTASKS"`,
+      `srun --kill-on-bad-exit=1 sh -c ${shellQuote(TASK)} &`,
       'child=$!',
-      "trap 'kill -USR1 $child 2>/dev/null' USR1",
-      "trap 'kill -TERM $child 2>/dev/null' TERM",
+      `trap 'scancel --signal=${signal} "$SLURM_JOB_ID" || echo "adv: cannot pass the stop notice on to the job step" >&2' USR1`,
+      "trap ':' TERM",
       'wait $child; code=$?',
       // wait returns early when a trapped signal arrives: wait for the step to finish.
       'while kill -0 $child 2>/dev/null; do wait $child; code=$?; done',
@@ -153,7 +176,8 @@ export class SlurmBackend implements Backend {
     if (!jobs.length) return [];
     const work = await this.host.workRoot();
     const files: { name: string; body: string; mode?: number }[] = [];
-    for (const job of jobs) {
+    for (const request of jobs) {
+      const job = this.withCheckpointMode(request, this.host.jobDir(work, request.jobName));
       const { dir, env, runSh, secrets } = await this.host.prepare(job);
       files.push(
         { name: `${job.jobName}/env`, body: env },
@@ -194,6 +218,17 @@ export class SlurmBackend implements Backend {
         ...(line.status === 'found' ? { adopted: true } : {}),
       };
     });
+  }
+
+  /**
+   * The request with its `adv exec` options: every process of the job writes its checkpoint into
+   * `<job dir>/ckpt` (`shared`: the job dir is on the file system every node runs the job from),
+   * or each into its own job dir's (`per-process`).
+   */
+  withCheckpointMode(job: JobRequest, dir: string): JobRequest {
+    const mode = launchMode(job.spec, slurmBackend.traits, this.spec);
+    const shared = mode === CheckpointMode.Shared ? `${dir}/ckpt` : undefined;
+    return { ...job, env: { ...job.env, ...execModeEnv(mode, job.spec, shared) } };
   }
 
   private async jobs(): Promise<SlurmJobInfo[]> {
@@ -278,6 +313,8 @@ export const slurmBackend: AdapterDescriptor<'slurm', typeof slurmSettings> = {
     multiNode: true,
     tpus: false,
     reportsCapacity: true,
+    // Every node runs the job from its job dir, on the cluster's shared file system.
+    checkpointModes: () => [CheckpointMode.Shared, CheckpointMode.PerProcess],
     // SLURM takes long names; 63 keeps the names every earlier version gave (adoption finds them).
     jobNameMax: 63,
   },

@@ -15,6 +15,7 @@ import {
 } from '../../spec/schema-kit.js';
 import type { AdapterDescriptor } from '../types.js';
 import { VolcanoBackend } from './adapter.js';
+import { VOLCANO_TRAITS } from './render.js';
 
 /** A Kubernetes quantity of bytes (`64Gi`), as `emptyDir.sizeLimit` takes it. */
 const BYTES = '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$';
@@ -126,6 +127,13 @@ export const volcanoSettings = {
           },
         ),
       ),
+      checkpointVolume: optional(
+        Type.String({
+          pattern: DNS1123_SUBDOMAIN,
+          description:
+            'A ReadWriteMany PersistentVolumeClaim mounted at `/adv/ckpt` in every pod: multi-host jobs get one checkpoint dir for all processes, `/adv/ckpt/<run>/<attempt>` (`checkpoint.mode: shared`, what Orbax needs). Without it each pod checkpoints into its own dir and every process uploads its part (`per-process`).',
+        }),
+      ),
       ttlSecondsAfterFinished: optional(
         Type.Integer({
           minimum: 0,
@@ -158,14 +166,7 @@ export const volcanoBackend: AdapterDescriptor<'volcano', typeof volcanoSettings
   type: 'volcano',
   settings: volcanoSettings,
   needsConnection: false,
-  traits: {
-    queuesWhenFull: true,
-    multiNode: true,
-    tpus: false,
-    reportsCapacity: true,
-    // The Kubernetes name is cut further (`vcNameOf`: its pods' host names must stay DNS labels).
-    jobNameMax: 63,
-  },
+  traits: VOLCANO_TRAITS,
   create(spec, ctx) {
     return new VolcanoBackend(spec.metadata.name, spec.spec, ctx);
   },

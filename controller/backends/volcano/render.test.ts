@@ -109,6 +109,10 @@ describe('renderAttempt', () => {
       'src',
       '--grace',
       '30',
+      '--ckpt-mode',
+      'per-process',
+      '--stop-signal',
+      'SIGTERM',
       '--',
       'python3',
       'train.py',
@@ -120,10 +124,47 @@ describe('renderAttempt', () => {
       ADV_RUN: 'sweep.lr-3',
       ADV_ATTEMPT: '2',
       ADV_NUM_PROCESSES: '2',
+      ADV_LOCAL_PROCESS_ID: '0',
+      ADV_LOCAL_PROCESS_COUNT: '1',
       ADV_STORE: job.store!.url,
       LR: '0.1',
     });
+    // adv exec derives the JAX and torch variables: none comes from the Job.
+    expect(Object.keys(env).filter((n) => n.startsWith('JAX_'))).toEqual([]);
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(30);
+    // Without checkpointVolume: every pod checkpoints into its own job dir.
+    expect(JSON.stringify(pod)).not.toContain('/adv/ckpt');
+  });
+
+  it('mounts checkpointVolume at /adv/ckpt in every pod: one dir per run and attempt for all processes', () => {
+    const r = renderAttempt(
+      { ...job, spec: { ...job.spec, policy: { stopSignal: 'SIGUSR1' } } },
+      inputs({ checkpointVolume: 'ckpt-rwx' }),
+    ) as { job: Any };
+    const p = r.job.spec.tasks[0].template.spec;
+    const cmd: string[] = p.containers[0].command;
+    const flag = (f: string) => cmd[cmd.indexOf(f) + 1];
+    expect(flag('--ckpt-mode')).toBe('shared');
+    expect(flag('--ckpt-dir')).toBe('/adv/ckpt/sweep.lr-3/2');
+    expect(flag('--stop-signal')).toBe('SIGUSR1');
+    expect(p.volumes).toContainEqual({ name: 'adv-ckpt', persistentVolumeClaim: { claimName: 'ckpt-rwx' } });
+    expect(p.containers[0].volumeMounts).toContainEqual({ name: 'adv-ckpt', mountPath: '/adv/ckpt' });
+    // A run may still ask for per-process dirs, or the store.
+    const store = renderAttempt(
+      { ...job, spec: { ...job.spec, checkpoint: { mode: 'store' } } },
+      inputs({ checkpointVolume: 'ckpt-rwx' }),
+    ) as { job: Any };
+    const c2: string[] = store.job.spec.tasks[0].template.spec.containers[0].command;
+    expect(c2[c2.indexOf('--ckpt-mode') + 1]).toBe('store');
+    expect(c2).not.toContain('--ckpt-dir');
+  });
+
+  it('refuses shared mode without a checkpointVolume, saying how to declare one', () => {
+    const shared = { ...job, spec: { ...job.spec, checkpoint: { mode: 'shared' as const } } };
+    expect(unrenderable(shared, inputs().settings)).toBe(
+      'this backend offers no shared checkpoint dir (checkpoint.mode: shared): declare volcano.checkpointVolume (a ReadWriteMany PersistentVolumeClaim every pod mounts)',
+    );
+    expect(unrenderable(shared, inputs({ checkpointVolume: 'ckpt-rwx' }).settings)).toBeUndefined();
   });
 
   it('keeps secrets out of the Job: they are in a Secret the pod reads with envFrom', () => {
@@ -147,11 +188,35 @@ describe('the prologue', () => {
       env: { PATH: process.env.PATH!, ADV_COORDINATOR_PORT: '8476', ...env },
       encoding: 'utf8',
     });
-  it('turns the plugins’ variables into the multi-host contract: id from VC_TASK_INDEX, coordinator = first host', () => {
+  it('turns the plugins’ variables into the multi-host facts: id from VC_TASK_INDEX, coordinator = first host', () => {
     const out = run({ VC_TASK_INDEX: '1', VC_WORKER_HOSTS: 'j-worker-0.j,j-worker-1.j' });
     expect(out).toContain('ADV_PROCESS_ID=1\n');
-    expect(out).toContain('JAX_PROCESS_ID=1\n');
-    expect(out).toContain('JAX_COORDINATOR_ADDRESS=j-worker-0.j:8476\n');
+    expect(out).toContain('ADV_COORDINATOR_ADDRESS=j-worker-0.j:8476\n');
+    expect(out).not.toContain('JAX_');
+  });
+  it('passes adv exec the process id and count as flags', () => {
+    const argv = execFileSync(
+      'sh',
+      ['-c', PROLOGUE.replace(/exec node \S+/, 'printf "%s\\n"'), 'adv', '--ckpt-mode', 'shared'],
+      {
+        env: {
+          PATH: process.env.PATH!,
+          ADV_COORDINATOR_PORT: '8476',
+          ADV_NUM_PROCESSES: '2',
+          VC_TASK_INDEX: '1',
+          VC_WORKER_HOSTS: 'a,b',
+        },
+        encoding: 'utf8',
+      },
+    );
+    expect(argv.split('\n').filter(Boolean)).toEqual([
+      '--process',
+      '1',
+      '--processes',
+      '2',
+      '--ckpt-mode',
+      'shared',
+    ]);
   });
   it('says what is missing when the env or svc plugin is not enabled', () => {
     expect(() => run({})).toThrow(/VC_TASK_INDEX is not set/);

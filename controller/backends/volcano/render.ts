@@ -21,8 +21,9 @@
  *   `envFrom`: never in the Job's spec, which anyone who may list jobs can read.
  */
 import type { Backend as BackendObject } from '../../spec/schema.js';
+import { attemptSubdir, CheckpointMode, launchMode, stopSignalOf } from '../checkpoint-mode.js';
 import { labelValue } from '../names.js';
-import type { JobRequest } from '../types.js';
+import type { BackendTraits, JobRequest } from '../types.js';
 
 type Settings = NonNullable<BackendObject['spec']['volcano']>;
 
@@ -46,6 +47,34 @@ export const DEFAULT_GRACE_SEC = 30;
 export const RUNTIME_DIR = '/opt/adventuretime';
 export const BUNDLE_FILE = 'adv-exec.mjs';
 export const WORK_DIR = '/adv';
+/** Where `checkpointVolume` is mounted: an attempt's shared dir is `<run>/<attempt>` under it. */
+export const CKPT_MOUNT = '/adv/ckpt';
+
+/** What a `volcano` Backend offers a job (see `checkpoint-mode.ts`): the descriptor's traits. */
+export const VOLCANO_TRAITS: BackendTraits = {
+  queuesWhenFull: true,
+  multiNode: true,
+  tpus: false,
+  reportsCapacity: true,
+  // The Kubernetes name is cut further (`vcNameOf`: its pods' host names must stay DNS labels).
+  jobNameMax: 63,
+  // Every pod has a volume of its own; one dir for all is the declared ReadWriteMany claim. The
+  // pods always reach the store (the code comes from there), but a plain-dir workload would not
+  // find a dir in `store` mode with an S3 Storage: `auto` takes it only when asked.
+  checkpointModes: (spec) => [
+    ...(spec.volcano?.checkpointVolume ? [CheckpointMode.Shared] : []),
+    CheckpointMode.PerProcess,
+    CheckpointMode.Store,
+  ],
+  howToOffer: {
+    [CheckpointMode.Shared]:
+      'declare volcano.checkpointVolume (a ReadWriteMany PersistentVolumeClaim every pod mounts)',
+  },
+};
+
+/** The job's checkpoint mode on this Backend (throws when it offers not the run's). */
+export const volcanoMode = (job: JobRequest, s: Settings): CheckpointMode =>
+  launchMode(job.spec, VOLCANO_TRAITS, { type: 'volcano', volcano: s });
 
 /** The pod of task index `k` (Volcano's `<job>-<task>-<index>`). */
 export const podName = (jobName: string, k: number): string => `${jobName}-${TASK}-${k}`;
@@ -63,19 +92,19 @@ export function attemptLabels(
 }
 
 /**
- * The prologue every pod runs: the plugins' variables become the multi-host contract (the same
- * names as on SLURM and TPU, so `jax.distributed.initialize()` needs no arguments), Node is
- * checked, and `adv exec` takes over the process (its arguments are "$@").
+ * The prologue every pod runs: the plugins' variables become the multi-host facts (the same
+ * `ADV_*` names as on SLURM and TPU; `adv exec` derives the JAX and torch variables from them),
+ * Node is checked, and `adv exec` takes over the process (its arguments are "$@").
  */
 export const PROLOGUE = `set -eu
 if [ -z "\${VC_TASK_INDEX:-}" ]; then echo 'adv: VC_TASK_INDEX is not set: the Volcano env plugin is not enabled on this cluster' >&2; exit 127; fi
 if [ -z "\${VC_WORKER_HOSTS:-}" ]; then echo 'adv: VC_WORKER_HOSTS is not set: the Volcano svc plugin is not enabled on this cluster' >&2; exit 127; fi
 first="\${VC_WORKER_HOSTS%%,*}"
-export ADV_PROCESS_ID="$VC_TASK_INDEX" JAX_PROCESS_ID="$VC_TASK_INDEX"
-export ADV_COORDINATOR_ADDRESS="$first:$ADV_COORDINATOR_PORT" JAX_COORDINATOR_ADDRESS="$first:$ADV_COORDINATOR_PORT"
+export ADV_PROCESS_ID="$VC_TASK_INDEX"
+export ADV_COORDINATOR_ADDRESS="$first:$ADV_COORDINATOR_PORT"
 command -v node >/dev/null 2>&1 || { echo "adv: Node.js >= 20 is required in the image and is not in PATH ($PATH)" >&2; exit 127; }
 node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "adv: Node.js >= 20 is required in the image; it has $(node --version)" >&2; exit 127; }
-exec node ${RUNTIME_DIR}/${BUNDLE_FILE} "$@"
+exec node ${RUNTIME_DIR}/${BUNDLE_FILE} --process "$ADV_PROCESS_ID" --processes "$ADV_NUM_PROCESSES" "$@"
 `;
 
 export interface RenderInputs {
@@ -109,6 +138,11 @@ export function unrenderable(job: JobRequest, s: Settings): string | undefined {
     );
     if (!mounted)
       return `the Storage is ${url}, a directory the pods cannot see: mount it into them with volcano.volumes (a PersistentVolumeClaim at mountPath ${path}), or use an S3 Storage`;
+  }
+  try {
+    volcanoMode(job, s);
+  } catch (e) {
+    return (e as Error).message;
   }
   return undefined;
 }
@@ -171,7 +205,9 @@ function workerEnv(job: JobRequest, s: Settings): Record<string, string> {
     ADV_RUN: job.run,
     ADV_ATTEMPT: String(job.attempt),
     ADV_NUM_PROCESSES: String(nodes),
-    JAX_NUM_PROCESSES: String(nodes),
+    // One pod per process.
+    ADV_LOCAL_PROCESS_ID: '0',
+    ADV_LOCAL_PROCESS_COUNT: '1',
     ADV_COORDINATOR_PORT: String(s.coordinatorPort ?? DEFAULT_COORDINATOR_PORT),
     ADV_LOCAL_DEVICE_COUNT: String(job.spec.resources?.gpus ?? 0),
     ...(job.store ? { ADV_STORE: job.store.url } : {}),
@@ -199,6 +235,8 @@ function resourcesOf(job: JobRequest, s: Settings): Record<string, Record<string
 function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Record<string, unknown> {
   const s = r.settings;
   const grace = s.graceSec ?? DEFAULT_GRACE_SEC;
+  const mode = volcanoMode(job, s);
+  const shared = mode === CheckpointMode.Shared;
   const execArgs = [
     '--job-dir',
     `${WORK_DIR}/job`,
@@ -207,6 +245,11 @@ function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Recor
     ...(job.spec.workingDir ? ['--workdir', job.spec.workingDir] : []),
     '--grace',
     String(grace),
+    '--ckpt-mode',
+    mode,
+    ...(shared ? ['--ckpt-dir', `${CKPT_MOUNT}/${attemptSubdir(job)}`] : []),
+    '--stop-signal',
+    stopSignalOf(job.spec),
     '--',
     ...job.argv,
   ];
@@ -223,6 +266,7 @@ function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Recor
       { name: 'adv-runtime', mountPath: RUNTIME_DIR, readOnly: true },
       { name: 'adv-work', mountPath: WORK_DIR },
       { name: 'dshm', mountPath: '/dev/shm' },
+      ...(shared ? [{ name: 'adv-ckpt', mountPath: CKPT_MOUNT }] : []),
       ...(s.volumes ?? []).map((v, i) => ({
         name: `vol-${i}`,
         mountPath: v.mountPath,
@@ -243,6 +287,7 @@ function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Recor
       { name: 'adv-runtime', configMap: { name: r.runtimeConfigMap } },
       { name: 'adv-work', emptyDir: {} },
       { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: s.shmSize ?? DEFAULT_SHM } },
+      ...(shared ? [{ name: 'adv-ckpt', persistentVolumeClaim: { claimName: s.checkpointVolume } }] : []),
       ...(s.volumes ?? []).map((v, i) => ({
         name: `vol-${i}`,
         persistentVolumeClaim: { claimName: v.claimName, ...(v.readOnly ? { readOnly: true } : {}) },
