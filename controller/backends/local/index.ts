@@ -15,13 +15,14 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
-import { lchown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, lchown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StallingError } from '../../errors.js';
 import { toolEnv } from '../../internal/child-env.js';
 import { Type } from '@sinclair/typebox';
 import { advCommand } from '../../internal/self.js';
+import { execBundlePath } from '../remote/pack.js';
 import { isSameProcessAlive } from '../../../runtime/proc.js';
 import {
   CANCEL_FILE,
@@ -50,6 +51,8 @@ const START_TIMEOUT_MS = 60_000;
 const CANCEL_GRACE_MS = 10_000;
 /** Where adv exec itself runs: a dir that is never removed under it. */
 const ADV_EXEC_CWD = '/';
+/** The bundled adv exec a job of another user runs, in its job dir. */
+const BUNDLE = 'adv-exec.mjs';
 
 /** The `local` adapter: detached `adv exec` processes with their records in a job dir each. */
 export class LocalBackend implements Backend {
@@ -111,13 +114,15 @@ export class LocalBackend implements Backend {
       throw e;
     });
     if (as) await handOver(as, dir, job);
-    const [node, ...prefix] = advCommand();
+    // As another user, adv exec runs from its bundle in the job dir: the controller's own install
+    // (under /root, a mode-700 checkout) is often unreadable to that user, and a job that cannot
+    // start adv exec would only be seen as NeverStarted a minute later.
+    const [node, ...prefix] = as ? [process.execPath, join(dir, BUNDLE)] : [...advCommand(), 'exec'];
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
     const child = spawn(
       node!,
       [
         ...prefix,
-        'exec',
         ...(job.store ? ['--store', job.store.url] : []),
         '--run',
         job.run,
@@ -300,6 +305,7 @@ async function lookUpUser(name: string, backend: string): Promise<JobUser> {
 async function handOver(as: JobUser, dir: string, job: JobRequest): Promise<void> {
   // Its own temp dir: the controller's TMPDIR is the controller's.
   await mkdir(join(dir, 'tmp'), { recursive: true });
+  await copyFile(execBundlePath(), join(dir, BUNDLE));
   await chownTree(dir, as.uid, as.gid);
   if (!job.store?.url.startsWith('file:')) return;
   const runDir = join(fileURLToPath(job.store.url), 'runs', job.run);
