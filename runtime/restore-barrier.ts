@@ -4,14 +4,21 @@
  * others wait for that record (bounded), then restore the same step. So the ranks never disagree
  * on where they resume, and none lists an empty dir while process 0 is still restoring.
  */
+import { randomUUID } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   attemptPrefix,
   ckptPrefix,
   isStepName,
   latestCommitted,
+  MANIFEST,
+  parseManifest,
+  restoreLatest,
   stepPrefix,
   type CheckpointManifest,
+  type RestoreResult,
 } from './checkpoint.js';
 import type { ObjectStore } from './store/types.js';
 
@@ -51,14 +58,14 @@ export async function recordRestore(
 }
 
 /**
- * Waits for process 0's restore record, polling every `pollMs`; `waiting` is called on each poll
- * (the caller heartbeats). Throws when `timeoutMs` passes or `signal` aborts (a stop notice).
+ * Waits for process 0's restore record, polling every `pollMs`. Throws when `timeoutMs` passes
+ * or `signal` aborts (a stop notice).
  */
 export async function awaitRestore(
   store: ObjectStore,
   run: string,
   attempt: number,
-  o: { timeoutMs: number; pollMs?: number; signal?: AbortSignal; waiting?: () => void },
+  o: { timeoutMs: number; pollMs?: number; signal?: AbortSignal },
 ): Promise<RestoreRecord> {
   const deadline = Date.now() + o.timeoutMs;
   const key = restoreKey(run, attempt);
@@ -71,7 +78,6 @@ export async function awaitRestore(
       throw new Error(
         `process 0 did not record which checkpoint to restore within ${Math.round(o.timeoutMs / 1000)} s (no ${store.url}${key}): is process 0 running? (--restore-wait SECONDS)`,
       );
-    o.waiting?.();
     await sleep(Math.min(o.pollMs ?? 500, Math.max(0, deadline - Date.now())), undefined, {
       ...(o.signal ? { signal: o.signal } : {}),
     });
@@ -114,4 +120,87 @@ export async function restoreInStore(
     );
   }
   return { manifest: latest, removed: newer };
+}
+
+/** What a process needs to restore. */
+export interface RestoreContext {
+  store: ObjectStore;
+  run: string;
+  attempt: number;
+  /** Its checkpoint dir (per-process: its own; shared: everyone's). */
+  ckptDir: string;
+  process: number;
+  processes: number;
+  mode: CkptMode;
+  log: (line: string) => void;
+  progress?: (bytes: number, total: number) => void;
+}
+
+/**
+ * Process 0: the newest checkpoint that verifies, into its dir (store mode: nothing to download,
+ * newer uncommitted steps are removed instead); then, with several processes, the record of that
+ * choice, the last thing before any workload of the attempt starts.
+ */
+export async function restoreAsPrimary(c: RestoreContext): Promise<RestoreResult | undefined> {
+  let restored: RestoreResult | undefined;
+  if (c.mode === CkptMode.Store) {
+    const { manifest } = await restoreInStore(c.store, c.run, c.log);
+    restored = manifest && { step: manifest.step, manifest, skipped: [] };
+  } else {
+    restored = await restoreLatest(c.store, c.run, c.ckptDir, {
+      warn: (m) => c.log(`warning: ${m}`),
+      ...(c.progress ? { onProgress: c.progress } : {}),
+    });
+  }
+  if (c.processes === 1) return restored;
+  const sharedToken = c.mode === CkptMode.Shared ? `${c.run}/${c.attempt}/${randomUUID()}` : undefined;
+  if (sharedToken) await writeFile(join(c.ckptDir, SHARED_PROBE), sharedToken);
+  await recordRestore(c.store, c.run, c.attempt, {
+    step: restored?.step ?? null,
+    processes: c.processes,
+    mode: c.mode,
+    ...(sharedToken ? { sharedToken } : {}),
+  });
+  return restored;
+}
+
+/**
+ * Process k > 0: waits for process 0's record (`chosen` is told when it came), checks that both
+ * run the same way, then restores the same step: per-process, the whole verified step (the union
+ * of every process's part) into its own dir; shared and store, nothing to download.
+ */
+export async function restoreAsWorker(
+  c: RestoreContext,
+  o: { timeoutMs: number; signal?: AbortSignal; chosen?: () => void },
+): Promise<RestoreResult | undefined> {
+  c.log(`process ${c.process}: waiting for process 0 to choose the checkpoint to restore`);
+  const rec = await awaitRestore(c.store, c.run, c.attempt, o);
+  o.chosen?.();
+  if (rec.mode !== c.mode || rec.processes !== c.processes)
+    throw new Error(
+      `process 0 runs with --ckpt-mode ${rec.mode} --processes ${rec.processes}, this one with --ckpt-mode ${c.mode} --processes ${c.processes}: every process of an attempt needs the same`,
+    );
+  if (rec.sharedToken) {
+    const found = await readFile(join(c.ckptDir, SHARED_PROBE), 'utf8').catch(() => undefined);
+    if (found !== rec.sharedToken)
+      throw new Error(
+        `--ckpt-dir ${c.ckptDir} is not the dir process 0 sees (no ${SHARED_PROBE} of this attempt in it): with --ckpt-mode shared every process needs the same dir, on a filesystem they share`,
+      );
+  }
+  if (rec.step === null) return undefined;
+  if (c.mode === CkptMode.PerProcess) {
+    const r = await restoreLatest(c.store, c.run, c.ckptDir, {
+      step: rec.step,
+      warn: (m) => c.log(`warning: ${m}`),
+      ...(c.progress ? { onProgress: c.progress } : {}),
+    });
+    if (!r)
+      throw new Error(
+        `checkpoint ${rec.step}, which process 0 restored, does not verify here: every process must start from the same step`,
+      );
+    return r;
+  }
+  const raw = await c.store.get(stepPrefix(c.run, rec.step) + MANIFEST);
+  const m = raw && parseManifest(raw, c.run, rec.step);
+  return m && typeof m !== 'string' ? { step: rec.step, manifest: m, skipped: [] } : undefined;
 }

@@ -8,9 +8,7 @@
  * (committer.ts). Process 0 chooses the step every process restores, before any workload starts
  * (restore-barrier.ts).
  */
-import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,27 +17,18 @@ import {
   attemptPrefix,
   commitManifest,
   logsPrefix,
-  MANIFEST,
-  parseManifest,
-  restoreLatest,
   stepPrefix,
   uploadFiles,
   type CheckpointManifest,
   type ManifestFile,
   type RestoreResult,
 } from './checkpoint.js';
+import { bounded } from './bounded.js';
 import { GangCommitter } from './committer.js';
 import { hashStoredStep, shareOf, writePart } from './gang.js';
 import { workerHeartbeatKey, type Heartbeat } from './heartbeat.js';
 import type { ExitRecord } from './records.js';
-import {
-  awaitRestore,
-  CkptMode,
-  recordRestore,
-  restoreInStore,
-  SHARED_PROBE,
-  type RestoreRecord,
-} from './restore-barrier.js';
+import { CkptMode, restoreAsPrimary, restoreAsWorker } from './restore-barrier.js';
 import { DirStepFinder, StoreStepFinder, type StepFinder } from './step-finder.js';
 import type { ObjectStore } from './store/types.js';
 
@@ -121,7 +110,12 @@ export class Worker {
       ? new StoreStepFinder(o.store, o.run)
       : new DirStepFinder(o.ckptDir, {
           settleMs: this.settleMs,
-          ...(o.commitMode ? { commitMode: o.commitMode } : {}),
+          // In the store a step is written in place: only the framework's marker says it is done.
+          ...(this.mode === CkptMode.Store
+            ? { commitMode: 'marker' as const }
+            : o.commitMode
+              ? { commitMode: o.commitMode }
+              : {}),
         });
     this.committer =
       this.primary && this.n > 1
@@ -162,8 +156,30 @@ export class Worker {
    * `signal` aborts), then restores the same step (per-process mode: into its own dir).
    */
   async restore(signal?: AbortSignal): Promise<RestoreResult | undefined> {
-    if (this.primary) await this.restoreAsPrimary();
-    else await this.restoreAsWorker(signal);
+    const c = {
+      store: this.o.store,
+      run: this.o.run,
+      attempt: this.o.attempt,
+      ckptDir: this.o.ckptDir,
+      process: this.k,
+      processes: this.n,
+      mode: this.mode,
+      log: this.o.log,
+      ...(this.o.progress ? { progress: (b: number, t: number) => this.o.progress!('restore', b, t) } : {}),
+    };
+    if (this.primary) this.restored = await restoreAsPrimary(c);
+    else {
+      this.waitingForRestore = true;
+      this.beginHeartbeats();
+      this.restored = await restoreAsWorker(c, {
+        timeoutMs: this.o.restoreWaitMs ?? RESTORE_WAIT_MS,
+        ...(signal ? { signal } : {}),
+        chosen: () => {
+          this.waitingForRestore = false;
+          void this.heartbeat();
+        },
+      }).finally(() => (this.waitingForRestore = false));
+    }
     const r = this.restored;
     if (r) {
       this.last = r.manifest;
@@ -180,72 +196,6 @@ export class Worker {
     const own = this.primary || this.mode === CkptMode.PerProcess;
     for (const s of await this.finder.present()) if (own || s <= (r?.step ?? -1)) this.finder.ignore(s);
     return r;
-  }
-
-  private async restoreAsPrimary(): Promise<void> {
-    const warn = (m: string) => this.o.log(`warning: ${m}`);
-    if (this.mode === CkptMode.Store) {
-      const { manifest } = await restoreInStore(this.o.store, this.o.run, this.o.log);
-      this.restored = manifest && { step: manifest.step, manifest, skipped: [] };
-    } else {
-      this.restored = await restoreLatest(this.o.store, this.o.run, this.o.ckptDir, {
-        warn,
-        onProgress: (b, t) => this.o.progress?.('restore', b, t),
-      });
-    }
-    if (this.n === 1) return;
-    const sharedToken =
-      this.mode === CkptMode.Shared ? `${this.o.run}/${this.o.attempt}/${randomUUID()}` : undefined;
-    if (sharedToken) await writeFile(join(this.o.ckptDir, SHARED_PROBE), sharedToken);
-    await recordRestore(this.o.store, this.o.run, this.o.attempt, {
-      step: this.restored?.step ?? null,
-      processes: this.n,
-      mode: this.mode,
-      ...(sharedToken ? { sharedToken } : {}),
-    });
-  }
-
-  private async restoreAsWorker(signal: AbortSignal | undefined): Promise<void> {
-    this.waitingForRestore = true;
-    this.beginHeartbeats();
-    this.o.log(`process ${this.k}: waiting for process 0 to choose the checkpoint to restore`);
-    let rec: RestoreRecord;
-    try {
-      rec = await awaitRestore(this.o.store, this.o.run, this.o.attempt, {
-        timeoutMs: this.o.restoreWaitMs ?? RESTORE_WAIT_MS,
-        ...(signal ? { signal } : {}),
-      });
-    } finally {
-      this.waitingForRestore = false;
-    }
-    void this.heartbeat();
-    if (rec.mode !== this.mode || rec.processes !== this.n)
-      throw new Error(
-        `process 0 runs with --ckpt-mode ${rec.mode} --processes ${rec.processes}, this one with --ckpt-mode ${this.mode} --processes ${this.n}: every process of an attempt needs the same`,
-      );
-    if (rec.sharedToken) {
-      const found = await readFile(join(this.o.ckptDir, SHARED_PROBE), 'utf8').catch(() => undefined);
-      if (found !== rec.sharedToken)
-        throw new Error(
-          `--ckpt-dir ${this.o.ckptDir} is not the dir process 0 sees (no ${SHARED_PROBE} of this attempt in it): with --ckpt-mode shared every process needs the same dir on a filesystem they share`,
-        );
-    }
-    if (rec.step === null) return;
-    if (this.mode === CkptMode.PerProcess) {
-      this.restored = await restoreLatest(this.o.store, this.o.run, this.o.ckptDir, {
-        step: rec.step,
-        warn: (m) => this.o.log(`warning: ${m}`),
-        onProgress: (b, t) => this.o.progress?.('restore', b, t),
-      });
-      if (!this.restored)
-        throw new Error(
-          `checkpoint ${rec.step}, which process 0 restored, does not verify here: every process must start from the same step`,
-        );
-      return;
-    }
-    const raw = await this.o.store.get(stepPrefix(this.o.run, rec.step) + MANIFEST);
-    const m = raw && parseManifest(raw, this.o.run, rec.step);
-    if (m && typeof m !== 'string') this.restored = { step: rec.step, manifest: m, skipped: [] };
   }
 
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
@@ -436,16 +386,17 @@ export class Worker {
     const deadline = Date.now() + budgetMs;
     // The exit record and the heartbeat are small: each gets a try even when the budget is spent.
     const small = () => Math.max(deadline, Date.now() + Math.min(RECORD_MS, budgetMs));
-    const step = (what: string, work: Promise<unknown>, until = deadline) => this.bounded(what, work, until);
+    const step = (what: string, work: Promise<unknown>, until = deadline) =>
+      bounded(what, work, until, this.o.log);
     const url = this.o.store.url;
     await step('closing the checkpoint dir watch', this.watcher?.close() ?? Promise.resolve());
     await step(
       `the upload of its last checkpoint to ${url}`,
       this.scan(true, opts.workloadExitedOnItsOwn).then(() => this.uploading),
     );
+    await step(`shipping its output to ${url}`, this.flushLogs());
     if (this.committer)
       await step(`the other processes' parts of its last checkpoint`, this.committer.settle(deadline));
-    await step(`shipping its output to ${url}`, this.flushLogs());
     if (!this.primary) {
       this.finishedAt = new Date().toISOString();
       return void (await step(`a last heartbeat to ${url}`, this.heartbeat(), small()));
@@ -462,24 +413,5 @@ export class Worker {
       small(),
     );
     await step(`a last heartbeat to ${url}`, this.heartbeat(), small());
-  }
-
-  /** Waits for `work` until `deadline`; past it, says what was left undone and moves on. */
-  private async bounded(what: string, work: Promise<unknown>, deadline: number): Promise<void> {
-    const ms = Math.max(0, deadline - Date.now());
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<true>((r) => {
-      timer = setTimeout(() => r(true), ms);
-    });
-    const done = work.then(
-      () => false,
-      (e: Error) => (this.o.log(`warning: ${what} failed: ${e.message}`), false),
-    );
-    const late = await Promise.race([done, timedOut]);
-    clearTimeout(timer);
-    if (late)
-      this.o.log(
-        `warning: gave up on ${what} after ${Math.round(ms / 1000)} s (adv exec bounds its final writes: --finish-timeout); ending without it`,
-      );
   }
 }
