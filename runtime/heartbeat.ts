@@ -39,12 +39,20 @@ export interface Heartbeat {
   process?: number;
   /** How many processes the attempt has (absent: one). */
   processes?: number;
-  /** Process k > 0 is waiting for process 0's restore choice: its workload has not started. */
+  /**
+   * This process has not finished its restore (process 0: choosing and downloading; process
+   * k > 0: waiting for that choice, then downloading it): its workload has not started.
+   */
   waitingForRestore?: boolean;
   /** (Process 0) A finished step whose manifest waits for the part records of these processes. */
   awaitingParts?: { step: number; missing: number[] };
   /** (Process k > 0) Written once at its end, after its last part record: it will write no more. */
   finishedAt?: string;
+  /**
+   * Never written by adv exec: the controller's observer hangs the heartbeats of processes
+   * 1..N-1 (`workers/<k>/heartbeat.json`) on process 0's, so one read shows the whole gang.
+   */
+  workers?: Heartbeat[];
 }
 
 /** The heartbeat's key in the object store: process 0's (and a single process's). */

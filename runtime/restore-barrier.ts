@@ -165,17 +165,16 @@ export async function restoreAsPrimary(c: RestoreContext): Promise<RestoreResult
 }
 
 /**
- * Process k > 0: waits for process 0's record (`chosen` is told when it came), checks that both
+ * Process k > 0: waits for process 0's record, checks that both
  * run the same way, then restores the same step: per-process, the whole verified step (the union
  * of every process's part) into its own dir; shared and store, nothing to download.
  */
 export async function restoreAsWorker(
   c: RestoreContext,
-  o: { timeoutMs: number; signal?: AbortSignal; chosen?: () => void },
+  o: { timeoutMs: number; signal?: AbortSignal },
 ): Promise<RestoreResult | undefined> {
   c.log(`process ${c.process}: waiting for process 0 to choose the checkpoint to restore`);
   const rec = await awaitRestore(c.store, c.run, c.attempt, o);
-  o.chosen?.();
   if (rec.mode !== c.mode || rec.processes !== c.processes)
     throw new Error(
       `process 0 runs with --ckpt-mode ${rec.mode} --processes ${rec.processes}, this one with --ckpt-mode ${c.mode} --processes ${c.processes}: every process of an attempt needs the same`,

@@ -167,19 +167,20 @@ export class Worker {
       log: this.o.log,
       ...(this.o.progress ? { progress: (b: number, t: number) => this.o.progress!('restore', b, t) } : {}),
     };
-    if (this.primary) this.restored = await restoreAsPrimary(c);
-    else {
-      this.waitingForRestore = true;
-      this.beginHeartbeats();
-      this.restored = await restoreAsWorker(c, {
-        timeoutMs: this.o.restoreWaitMs ?? RESTORE_WAIT_MS,
-        ...(signal ? { signal } : {}),
-        chosen: () => {
-          this.waitingForRestore = false;
-          void this.heartbeat();
-        },
-      }).finally(() => (this.waitingForRestore = false));
+    // A gang heartbeats from the start: a rank still restoring, or waiting for another, is seen.
+    this.waitingForRestore = this.n > 1;
+    if (this.n > 1) this.beginHeartbeats();
+    try {
+      this.restored = this.primary
+        ? await restoreAsPrimary(c)
+        : await restoreAsWorker(c, {
+            timeoutMs: this.o.restoreWaitMs ?? RESTORE_WAIT_MS,
+            ...(signal ? { signal } : {}),
+          });
+    } finally {
+      this.waitingForRestore = false;
     }
+    if (this.n > 1) void this.heartbeat();
     const r = this.restored;
     if (r) {
       this.last = r.manifest;
