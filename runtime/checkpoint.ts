@@ -14,6 +14,12 @@ import type { ObjectStore } from './store/types.js';
 export const MANIFEST = 'manifest.json';
 /** A file the workload writes last into a step dir to say it is complete (optional). */
 export const COMMITTED_MARKER = 'COMMITTED';
+/** Orbax's own last write into a step it has committed (on object stores, and in the rename path). */
+export const ORBAX_COMMIT_MARKER = 'commit_success.txt';
+/** Either marker says a step dir is finished. */
+export const FINISHED_MARKERS = [COMMITTED_MARKER, ORBAX_COMMIT_MARKER] as const;
+/** Where the processes of a multi-host attempt put their part records, inside a step's prefix. */
+export const PARTS_DIR = '_parts';
 
 export type { CheckpointManifest, ManifestFile } from './manifest-schema.js';
 
@@ -71,14 +77,20 @@ export async function uploadFiles(
   store: ObjectStore,
   prefix: string,
   dir: string,
-  o: { concurrency?: number; onProgress?: (bytes: number, total: number) => void } = {},
+  o: {
+    concurrency?: number;
+    onProgress?: (bytes: number, total: number) => void;
+    /** Only the paths this says yes to (a process's share of a shared dir). */
+    only?: (path: string) => boolean;
+  } = {},
 ): Promise<{ files: ManifestFile[]; total: number }> {
-  const paths = await filesUnder(dir);
+  const paths = (await filesUnder(dir)).filter((p) => !o.only || o.only(p));
   const sizes = await Promise.all(paths.map(async (p) => (await stat(join(dir, p))).size));
   const total = sizes.reduce((a, b) => a + b, 0);
   const done = new Map<string, number>();
   const files = await inParallel(paths, o.concurrency ?? 4, async (p) => {
-    if (p === MANIFEST) throw new Error(`${dir} may not contain its own ${MANIFEST}`);
+    if (p === MANIFEST || p.startsWith(`${PARTS_DIR}/`))
+      throw new Error(`${dir} may not contain its own ${p.startsWith(PARTS_DIR) ? PARTS_DIR : MANIFEST}`);
     const r = await store.putFile(prefix + p, join(dir, p), {
       onProgress: (n) => {
         done.set(p, n);
@@ -126,14 +138,29 @@ export async function downloadFiles(
 /** Uploads a finished step dir: every file (in parallel, hashed on the way), then the manifest. */
 export async function uploadCheckpoint(store: ObjectStore, o: UploadOptions): Promise<CheckpointManifest> {
   const prefix = stepPrefix(o.run, o.step);
-  const { files, total } = await uploadFiles(store, prefix, o.dir, {
+  const { files } = await uploadFiles(store, prefix, o.dir, {
     ...(o.concurrency ? { concurrency: o.concurrency } : {}),
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
   });
+  return commitManifest(store, { run: o.run, step: o.step, attempt: o.attempt, files });
+}
+
+/**
+ * Writes a step's manifest over files already in the store, with `adv-metadata.json` (when one
+ * of them) as its metadata. The caller has made sure every file is there: from this write on, the
+ * checkpoint exists.
+ */
+export async function commitManifest(
+  store: ObjectStore,
+  o: { run: string; step: number; attempt: number; files: ManifestFile[]; processes?: number },
+): Promise<CheckpointManifest> {
+  const prefix = stepPrefix(o.run, o.step);
   let metadata: Record<string, unknown> = {};
-  const metaFile = files.find((f) => f.path === 'adv-metadata.json');
-  if (metaFile)
-    metadata = JSON.parse(await readFile(join(o.dir, metaFile.path), 'utf8')) as Record<string, unknown>;
+  if (o.files.some((f) => f.path === METADATA_FILE)) {
+    const raw = await store.get(prefix + METADATA_FILE);
+    if (raw) metadata = JSON.parse(new TextDecoder().decode(raw)) as Record<string, unknown>;
+  }
+  const files = [...o.files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const manifest: CheckpointManifest = {
     apiVersion: 'adventuretime.dev/v1alpha1',
     kind: 'CheckpointManifest',
@@ -141,13 +168,29 @@ export async function uploadCheckpoint(store: ObjectStore, o: UploadOptions): Pr
     step: o.step,
     attempt: o.attempt,
     createdAt: new Date().toISOString(),
-    totalBytes: total,
+    totalBytes: files.reduce((a, f) => a + f.size, 0),
     files,
     metadata,
+    ...(o.processes && o.processes > 1 ? { processes: o.processes } : {}),
   };
   // LAST: from this write on, the checkpoint exists.
   await store.put(prefix + MANIFEST, JSON.stringify(manifest, null, 2) + '\n');
   return manifest;
+}
+
+/** A file in a step dir whose JSON becomes the manifest's `metadata` (mesh, versions). */
+export const METADATA_FILE = 'adv-metadata.json';
+
+/** Whether a manifest or part entry is unusable: a path that could escape, a bad hash or size. */
+export function malformedFile(f: ManifestFile): boolean {
+  return (
+    typeof f?.path !== 'string' ||
+    f.path.split('/').includes('..') ||
+    f.path.startsWith('/') ||
+    typeof f.sha256 !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(f.sha256) ||
+    !Number.isInteger(f.size)
+  );
 }
 
 /** Parses and checks a manifest's shape; returns a reason when it is not usable. */
@@ -161,17 +204,8 @@ export function parseManifest(bytes: Uint8Array, run: string, step: number): Che
   if (m?.kind !== 'CheckpointManifest' || m.run !== run || m.step !== step || !Array.isArray(m.files)) {
     return 'manifest does not describe this checkpoint';
   }
-  for (const f of m.files) {
-    if (
-      typeof f.path !== 'string' ||
-      f.path.split('/').includes('..') ||
-      f.path.startsWith('/') ||
-      !/^[0-9a-f]{64}$/.test(f.sha256) ||
-      !Number.isInteger(f.size)
-    ) {
-      return `manifest entry ${JSON.stringify(f.path)} is malformed`;
-    }
-  }
+  for (const f of m.files)
+    if (malformedFile(f)) return `manifest entry ${JSON.stringify(f?.path)} is malformed`;
   return m;
 }
 

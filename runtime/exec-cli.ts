@@ -3,45 +3,59 @@
  * loads nothing but this folder, so a job starts in the time Node itself takes (~60 ms here),
  * not the ~300 ms the whole CLI takes to load.
  */
-import { isRunName, RUN_NAME_MAX } from './names.js';
-import { parseArgs } from 'node:util';
 import { advExec } from './exec.js';
+import { parseExecArgs } from './exec-args.js';
 import { progressBar } from './progress.js';
-import { FINISH_TIMEOUT_MS } from './worker.js';
 import { openStore } from './store/index.js';
 
-export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--process K] [--job-dir DIR] [--cwd DIR] [--grace SECONDS] [--code KEY [--workdir DIR]] -- COMMAND [ARGS...]
+export const EXEC_USAGE = `Usage: adv exec [--store URL] [--run NAME] [--attempt N] [--process K --processes N] [--ckpt-mode MODE] [--ckpt-dir DIR] [--job-dir DIR] [--cwd DIR] [--grace SECONDS] [--stop-signal SIG] [--code KEY [--workdir DIR]] -- COMMAND [ARGS...]
 
 Runs COMMAND under the AdventureTime worker contract, the same on every backend: the workload
-sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR; SIGTERM, SIGINT and SIGUSR1 are
-forwarded, and after the grace period (default 30 s) the workload is killed; exit.json in the
-job dir records how it ended.
+sees ADV_RUN, ADV_ATTEMPT, ADV_CKPT_DIR and ADV_ARTIFACT_DIR, and the distributed contract
+(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; with several processes JAX_COORDINATOR_ADDRESS,
+JAX_NUM_PROCESSES, JAX_PROCESS_ID, MASTER_ADDR, MASTER_PORT = coordinator port + 1, and
+JAX_LOCAL_DEVICE_IDS where processes share a host). Any stop notice (SIGTERM, SIGINT, SIGUSR1)
+gives the workload its stop signal, and after the grace period (default 30 s) it is killed;
+exit.json in the job dir records how it ended.
 
 With a store, the newest committed checkpoint is restored into ADV_CKPT_DIR first; every finished
-step dir (renamed into place, or holding a COMMITTED file) is uploaded, files first and manifest
-last; output, heartbeats and the exit record go to the store too.
+step dir (renamed into place, or holding COMMITTED or Orbax's commit_success.txt) is uploaded,
+files first and manifest last; output, heartbeats and the exit record go to the store too. With
+several processes, each uploads its part of a step and process 0 writes the manifest once every
+part is there; process 0 chooses the step all processes restore, before any workload starts.
 
 Options:
   --store URL       file:///path or s3://bucket/prefix?endpoint=…&region=…&forcePathStyle=true
                     (default: $ADV_STORE; none: no checkpoints, logs or heartbeats in a store)
   --run NAME        run name (default: $ADV_RUN)
   --attempt N       attempt number (default: $ADV_ATTEMPT, else 1)
-  --process K       this process's index in a multi-host job (default: $ADV_PROCESS_ID, else 0);
-                    only process 0 restores and uploads checkpoints, heartbeats and the exit
-                    record, the others ship their output (adv logs RUN --worker K)
+  --process K       this process's index in a multi-host job (default: $ADV_PROCESS_ID, else 0)
+  --processes N     how many processes the job has (default: $ADV_NUM_PROCESSES, else 1); with
+                    N > 1, $ADV_COORDINATOR_ADDRESS (host:port of process 0) must be set
+  --ckpt-mode MODE  per-process (default): ADV_CKPT_DIR is this process's own dir;
+                    shared: --ckpt-dir is one dir every process of the attempt sees (Orbax needs
+                    one), and the processes split its upload; store: the workload writes straight
+                    to the store at ADV_CKPT_URI (also ADV_CKPT_DIR on a file:// store)
+  --ckpt-dir DIR    the checkpoint dir (default: $ADV_CKPT_DIR, else <job dir>/ckpt); required
+                    with --ckpt-mode shared
+  --restore-wait SECONDS
+                    how long process K > 0 waits for process 0's restore choice (default 1800)
+  --stop-signal SIG what the workload gets for any stop notice: SIGTERM (default), SIGINT,
+                    SIGUSR1 or SIGUSR2
   --job-dir DIR     where exec.json and exit.json are written
   --cwd DIR         run COMMAND in DIR (default: the current dir); lets a backend start adv exec
                     in a dir that outlives the job's own
-  --grace SECONDS   seconds the workload gets after SIGTERM/SIGUSR1
+  --grace SECONDS   seconds the workload gets after its stop signal
   --code KEY        fetch the code from the store first: the tar.gz at KEY is extracted into
                     <job dir>/work, where COMMAND runs (for workers with only Node and the store)
   --workdir DIR     with --code: run in DIR of the code
-  --commit-mode M   auto (rename or COMMITTED marker, default) or marker (COMMITTED only)
+  --commit-mode M   auto (rename or a marker file, default) or marker (COMMITTED or
+                    commit_success.txt only)
   --heartbeat SECS  heartbeat interval (default 15)
   --finish-timeout SECS
-                    how long the final writes to the store (last checkpoint, output, exit
-                    record) may take once the workload has ended (default 900); then adv exec
-                    logs what it could not write and exits
+                    how long the final writes to the store (last checkpoint, the other
+                    processes' parts, output, exit record) may take once the workload has ended
+                    (default 900); then adv exec logs what it could not write and exits
 
 Example:
   adv exec --store file:///tmp/store --run toy --attempt 1 -- python3 examples/toy-train/train.py
@@ -55,109 +69,25 @@ export async function execMain(
   args: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        run: { type: 'string' },
-        attempt: { type: 'string' },
-        process: { type: 'string' },
-        'job-dir': { type: 'string' },
-        cwd: { type: 'string' },
-        grace: { type: 'string' },
-        store: { type: 'string' },
-        'commit-mode': { type: 'string' },
-        heartbeat: { type: 'string' },
-        'finish-timeout': { type: 'string' },
-        code: { type: 'string' },
-        workdir: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (e) {
-    process.stderr.write(`error: ${(e as Error).message}\n\n${EXEC_USAGE}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
+  const parsed = parseExecArgs(args, env);
+  if ('help' in parsed) {
     process.stdout.write(EXEC_USAGE);
     return 0;
   }
-  const run = values.run ?? env.ADV_RUN;
-  if (!run || positionals.length === 0) {
-    process.stderr.write(
-      `error: ${!run ? 'no run name: pass --run NAME or set ADV_RUN' : 'no command given after --'}\n\n${EXEC_USAGE}`,
-    );
+  if ('error' in parsed) {
+    process.stderr.write(`error: ${parsed.error}\n${parsed.usage ? `\n${EXEC_USAGE}` : ''}`);
     return 2;
   }
-  if (!isRunName(run)) {
-    process.stderr.write(
-      `error: ${JSON.stringify(run)} is not a valid run name: a DNS-1123 subdomain of at most ${RUN_NAME_MAX} characters (lowercase letters, digits, '-' and '.')\n`,
-    );
-    return 2;
-  }
-  const attempt = Number(values.attempt ?? env.ADV_ATTEMPT ?? 1);
-  const grace = Number(values.grace ?? 30);
-  const finishSec = Number(values['finish-timeout'] ?? FINISH_TIMEOUT_MS / 1000);
-  const procRaw = (values.process ?? env.ADV_PROCESS_ID ?? '0').trim();
-  const proc = /^\d{1,6}$/.test(procRaw) ? Number(procRaw) : NaN;
-  if (!Number.isInteger(attempt) || attempt < 1 || !Number.isFinite(grace) || grace < 0) {
-    process.stderr.write('error: --attempt takes a whole number ≥ 1 and --grace a number of seconds ≥ 0\n');
-    return 2;
-  }
-  if (!Number.isFinite(finishSec) || finishSec <= 0) {
-    process.stderr.write(
-      `error: --finish-timeout takes a number of seconds > 0, not ${JSON.stringify(values['finish-timeout'])}\n`,
-    );
-    return 2;
-  }
-  if (!Number.isInteger(proc)) {
-    process.stderr.write(
-      `error: --process (or $ADV_PROCESS_ID) takes a whole number ≥ 0, not ${JSON.stringify(procRaw)}\n`,
-    );
-    return 2;
-  }
-  const mode = values['commit-mode'] ?? 'auto';
-  if (mode !== 'auto' && mode !== 'marker') {
-    process.stderr.write(`error: --commit-mode takes auto or marker, not ${JSON.stringify(mode)}\n`);
-    return 2;
-  }
-  if (values.cwd !== undefined && values.code) {
-    process.stderr.write(
-      'error: --cwd and --code do not go together: with --code, use --workdir DIR of the code\n',
-    );
-    return 2;
-  }
-  if (values.workdir !== undefined && !values.code) {
-    process.stderr.write('error: --workdir goes with --code (the working dir of the fetched code)\n');
-    return 2;
-  }
-  const storeUrl = values.store ?? env.ADV_STORE;
   let store;
   try {
-    store = storeUrl ? await openStore(storeUrl, env) : undefined;
+    store = parsed.storeUrl ? await openStore(parsed.storeUrl, env) : undefined;
   } catch (e) {
     process.stderr.write(`error: ${(e as Error).message}\n`);
     return 2;
   }
   const { code } = await advExec({
-    run,
-    attempt,
-    argv: positionals,
-    ...(values['job-dir'] ? { jobDir: values['job-dir'] } : {}),
-    ...(values.cwd ? { cwd: values.cwd } : {}),
-    graceSec: grace,
-    commitMode: mode,
-    ...(proc ? { process: proc } : {}),
+    ...parsed.opts,
     ...(store ? { store } : {}),
-    ...(values.heartbeat ? { heartbeatSec: Number(values.heartbeat) } : {}),
-    finishTimeoutSec: finishSec,
-    ...(values.code
-      ? { code: { key: values.code, ...(values.workdir ? { workdir: values.workdir } : {}) } }
-      : {}),
     ...(process.stderr.isTTY ? { progress: progressBar(process.stderr) } : {}),
   });
   exitSoon(code);

@@ -1,19 +1,23 @@
 /**
  * `adv exec`: the wrapper every backend runs around the user's command, so every backend gives
- * the same contract — environment, signal forwarding, an exit record — and, with a store,
- * checkpoint restore and upload, heartbeats and logs in the store (`worker.ts`).
+ * the same contract — environment (the distributed one included, dist-env.ts), one stop signal,
+ * an exit record — and, with a store, checkpoint restore and upload, heartbeats and logs in the
+ * store (`worker.ts`).
  *
  * It runs on workers that have Node.js but not our node_modules: `npm run build` bundles it into
  * one file (dist/adv-exec.mjs) that backends ship.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { ObjectStore } from './store/types.js';
-import { Worker } from './worker.js';
-import { downloadOutput, hasContent, uploadOutput, type InputRefs } from './artifacts.js';
 import { existsSync, mkdirSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ckptPrefix } from './checkpoint.js';
+import { distributedEnv, type Topology } from './dist-env.js';
+import { downloadOutput } from './artifacts.js';
+import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
+import { exitRecord, signalNumber } from './exit-record.js';
+import { LEASE_FILE, watchLease } from './lease.js';
 import { processStartTicks } from './proc.js';
-import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
 import {
   CANCEL_FILE,
   EXEC_FILE,
@@ -22,9 +26,11 @@ import {
   writeJsonAtomic,
   type ExitRecord,
 } from './records.js';
-import { LEASE_FILE, watchLease } from './lease.js';
-import { StopForwarder, workloadEnd, type WorkloadEnd } from './supervise.js';
-import { unpackTarGz } from './unpack.js';
+import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
+import { CkptMode } from './restore-barrier.js';
+import type { ObjectStore } from './store/types.js';
+import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
+import { Worker } from './worker.js';
 
 export interface ExecOptions {
   run: string;
@@ -32,10 +38,11 @@ export interface ExecOptions {
   argv: string[];
   /** Where exec.json / exit.json go, and the default home of the checkpoint and artifact dirs. */
   jobDir?: string;
+  /** The checkpoint dir (per-process: this process's own; shared: the one all processes see). */
   ckptDir?: string;
   artifactDir?: string;
   cwd?: string;
-  /** Seconds the workload gets after SIGTERM/SIGUSR1 before SIGKILL. Default 30. */
+  /** Seconds the workload gets after its stop signal before SIGKILL. Default 30. */
   graceSec?: number;
   env?: NodeJS.ProcessEnv;
   /** The object store: with it, checkpoints are restored and uploaded, logs and heartbeats shipped. */
@@ -45,10 +52,17 @@ export interface ExecOptions {
   /** Seconds the final writes to the store may take once the workload has ended (`WorkerOptions.finishTimeoutMs`). */
   finishTimeoutSec?: number;
   /**
-   * This process's index in a multi-host job (default 0): the others ship their output to the
-   * store and leave checkpoints, heartbeats, outputs and the exit record to process 0.
+   * Where this process sits in a multi-host job (default: process 0 of 1). Every process ships
+   * its checkpoint part, heartbeats and output; process 0 chooses the restore, commits manifests,
+   * publishes outputs and writes the exit record to the store.
    */
-  process?: number;
+  topology?: Topology;
+  /** How the processes see the checkpoint dir (default per-process; store needs `store`). */
+  ckptMode?: CkptMode;
+  /** What the workload gets for any stop notice adv exec receives (default SIGTERM). */
+  stopSignal?: StopSignal;
+  /** Seconds process k > 0 waits for process 0's restore record (default 1800). */
+  restoreWaitSec?: number;
   /**
    * Fetch the code from the store first: the payload at `key` (a tar.gz) is extracted into
    * `<job dir>/work` and the workload runs in it (in `workdir` under it, when given). For backends
@@ -60,6 +74,20 @@ export interface ExecOptions {
   progress?: (label: string, bytes: number, total: number) => void;
 }
 
+/** What every part of one adv exec run shares. */
+interface Ctx {
+  opts: ExecOptions;
+  log: (line: string) => void;
+  secrets: string[];
+  jobDir: string | undefined;
+  ckptDir: string;
+  artifactDir: string;
+  contract: Record<string, string>;
+  startedAt: string;
+  fwd: StopForwarder;
+  worker: Worker | undefined;
+}
+
 /** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
 export async function advExec(opts: ExecOptions): Promise<{ code: number; record: ExitRecord }> {
   // The values of the variables the backend delivered out of band are masked in everything shipped.
@@ -69,25 +97,47 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   });
   const rawLog = opts.log ?? ((l: string) => process.stderr.write(`adv exec: ${l}\n`));
   const log = (l: string) => rawLog(redactText(l, secrets));
-  const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
-  const ckptDir = resolve(
-    opts.ckptDir ??
-      process.env.ADV_CKPT_DIR ??
-      (jobDir ? join(jobDir, 'ckpt') : join(process.cwd(), '.adv', 'ckpt')),
-  );
-  const artifactDir = resolve(
-    opts.artifactDir ??
-      process.env.ADV_ARTIFACT_DIR ??
-      (jobDir ? join(jobDir, 'artifacts') : join(process.cwd(), '.adv', 'artifacts')),
-  );
-  for (const d of [ckptDir, artifactDir, ...(jobDir ? [jobDir] : [])]) mkdirSync(d, { recursive: true });
-  const graceMs = (opts.graceSec ?? 30) * 1000;
-  const startedAt = new Date().toISOString();
+  // Listening from the start: a stop notice during the restore barrier ends the attempt cleanly.
+  const fwd = new StopForwarder((opts.graceSec ?? 30) * 1000, log, opts.stopSignal);
+  try {
+    const ctx = setUp(opts, log, secrets, fwd);
+    const start = await beforeStart(ctx);
+    if ('record' in start) return await failBeforeStart(ctx, start.record);
+    return await runWorkload(ctx, start.cwd, start.outputs);
+  } finally {
+    fwd.dispose();
+  }
+}
 
+/** The dirs, the workload's contract, and the worker that talks to the store. */
+function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], fwd: StopForwarder): Ctx {
+  const jobDir = opts.jobDir ? resolve(opts.jobDir) : undefined;
+  const home = (name: string) => (jobDir ? join(jobDir, name) : join(process.cwd(), '.adv', name));
+  const mode = opts.ckptMode ?? CkptMode.PerProcess;
+  const inStore = mode === CkptMode.Store && opts.store?.url.startsWith('file:');
+  // Store mode over a file:// store: the workload's dir IS the store's, so code written for a dir works.
+  const ckptDir = resolve(
+    inStore
+      ? fileURLToPath(opts.store!.url + ckptPrefix(opts.run))
+      : (opts.ckptDir ?? process.env.ADV_CKPT_DIR ?? home('ckpt')),
+  );
+  const artifactDir = resolve(opts.artifactDir ?? process.env.ADV_ARTIFACT_DIR ?? home('artifacts'));
+  for (const d of [ckptDir, artifactDir, ...(jobDir ? [jobDir] : [])]) mkdirSync(d, { recursive: true });
+  const topo = opts.topology ?? {
+    process: 0,
+    processes: 1,
+    localProcess: 0,
+    localProcesses: 1,
+    localDevices: 0,
+  };
   const contract: Record<string, string> = {
+    ...distributedEnv(topo),
+    ADV_PROCESS_ID: String(topo.process),
+    ADV_NUM_PROCESSES: String(topo.processes),
     ADV_RUN: opts.run,
     ADV_ATTEMPT: String(opts.attempt),
     ADV_CKPT_DIR: ckptDir,
+    ...(mode === CkptMode.Store && opts.store ? { ADV_CKPT_URI: opts.store.url + ckptPrefix(opts.run) } : {}),
     ADV_ARTIFACT_DIR: artifactDir,
     ...(jobDir ? { ADV_JOB_DIR: jobDir } : {}),
   };
@@ -98,123 +148,154 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
         attempt: opts.attempt,
         ckptDir,
         log,
+        process: topo.process,
+        processes: topo.processes,
+        ckptMode: mode,
+        ...(opts.restoreWaitSec !== undefined ? { restoreWaitMs: opts.restoreWaitSec * 1000 } : {}),
         ...(opts.commitMode ? { commitMode: opts.commitMode } : {}),
         ...(opts.heartbeatSec ? { heartbeatSec: opts.heartbeatSec } : {}),
         ...(opts.finishTimeoutSec ? { finishTimeoutMs: opts.finishTimeoutSec * 1000 } : {}),
         ...(opts.progress ? { progress: opts.progress } : {}),
-        ...(opts.process ? { process: opts.process } : {}),
+        ...(process.env.ADV_EXEC_HOLD_PART ? { holdPartWhile: process.env.ADV_EXEC_HOLD_PART } : {}),
       })
     : undefined;
-  await worker?.restore();
+  const startedAt = new Date().toISOString();
+  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker };
+}
 
-  /** Ends before the workload started: the record is kept (and uploaded) like any other. */
-  const failBeforeStart = async (record: ExitRecord) => {
-    log(record.message!);
-    await worker?.finish(record, { workloadExitedOnItsOwn: true });
-    if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
-    return { code: record.exitCode, record };
-  };
+type BeforeStart = { cwd: string; outputs: string[] } | { record: ExitRecord };
 
+/** Restore (behind the barrier of a multi-host attempt), the code, the DAG inputs: all before the workload. */
+async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
+  const { opts, log, fwd, worker } = ctx;
+  const fail = (exitCode: number, reason: ExitReason, message: string): BeforeStart => ({
+    record: { exitCode, reason, message, startedAt: ctx.startedAt, finishedAt: new Date().toISOString() },
+  });
+  const stoppedEarly = () =>
+    fail(
+      128 + signalNumber(fwd.stopSignal as NodeJS.Signals),
+      ExitReason.Preempted,
+      `stopped by ${fwd.stopSignal} before the workload started`,
+    );
+  try {
+    // A stop notice ends the wait at once; a restore still under way ends with the process.
+    await Promise.race([worker?.restore(fwd.stopped), abortion(fwd.stopped)]);
+  } catch (e) {
+    if (fwd.stopSignal) return stoppedEarly();
+    return fail(1, ExitReason.Error, `no restore, so no workload: ${(e as Error).message}`);
+  }
   let cwd = opts.cwd ?? process.cwd();
   if (opts.code) {
     try {
-      cwd = await fetchCode(opts.store, opts.code, jobDir ?? join(process.cwd(), '.adv'));
+      cwd = await fetchCode(opts.store, opts.code, ctx.jobDir ?? join(process.cwd(), '.adv'));
       log(`code ${opts.code.key} extracted; running in ${cwd}`);
     } catch (e) {
-      return failBeforeStart({
-        exitCode: 127,
-        reason: ExitReason.StartFailed,
-        message: `the code could not be fetched: ${(e as Error).message}`,
-        startedAt,
-        finishedAt: new Date().toISOString(),
-      });
+      return fail(127, ExitReason.StartFailed, `the code could not be fetched: ${(e as Error).message}`);
     }
   }
-
   // DAG inputs: every output this node reads, downloaded and verified before it starts.
   const inputs = parseInputs(opts.env?.ADV_INPUTS ?? process.env.ADV_INPUTS);
   const outputs = (opts.env?.ADV_OUTPUTS ?? process.env.ADV_OUTPUTS ?? '').split(',').filter(Boolean);
-  const inputsRoot = join(jobDir ?? join(process.cwd(), '.adv'), 'inputs');
+  const inputsRoot = join(ctx.jobDir ?? join(process.cwd(), '.adv'), 'inputs');
   for (const [name, ref] of Object.entries(inputs)) {
     const dest = join(inputsRoot, name);
-    contract[`ADV_INPUT_${name}_DIR`] = dest;
+    ctx.contract[`ADV_INPUT_${name}_DIR`] = dest;
     if (!opts.store) continue;
     try {
       const m = await downloadOutput(opts.store, ref.run, ref.output, dest);
       log(`input ${name}: ${ref.run}/${ref.output} (${m.files.length} files) in ${dest}`);
     } catch (e) {
-      return failBeforeStart({
-        exitCode: 1,
-        reason: ExitReason.Error,
-        message: `input ${name} could not be fetched: ${(e as Error).message}`,
-        startedAt,
-        finishedAt: new Date().toISOString(),
-      });
+      return fail(1, ExitReason.Error, `input ${name} could not be fetched: ${(e as Error).message}`);
     }
   }
+  if (fwd.stopSignal) return stoppedEarly();
+  return { cwd, outputs };
+}
 
+/** Rejects once `signal` aborts (never resolves). */
+function abortion(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) return reject(signal.reason as Error);
+    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
+}
+
+/** Ends before the workload started: the record is kept (and uploaded) like any other. */
+async function failBeforeStart(ctx: Ctx, record: ExitRecord): Promise<{ code: number; record: ExitRecord }> {
+  ctx.log(record.message!);
+  await ctx.worker?.finish(record, { workloadExitedOnItsOwn: true });
+  if (ctx.jobDir) writeRecord(ctx.jobDir, EXIT_FILE, record, ctx.log);
+  return { code: record.exitCode, record };
+}
+
+/** Starts the workload, supervises it to its end, and does the final writes. */
+async function runWorkload(
+  ctx: Ctx,
+  cwd: string,
+  outputs: string[],
+): Promise<{ code: number; record: ExitRecord }> {
+  const { opts, log, fwd, worker, jobDir } = ctx;
   const [cmd, ...args] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
-  const fwd = new StopForwarder(graceMs, log);
-  try {
-    const child = spawn(cmd, args, {
-      cwd,
-      env: { ...process.env, ...opts.env, ...contract },
-      // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
-      stdio: worker || secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
-      // Its own process group, so a signal reaches the workload and everything it started.
-      detached: true,
-    });
-    fwd.attach(child.pid);
-    const ended = workloadEnd(child, () => fwd.exited());
-    copyOutput(child, secrets, worker);
-    if (jobDir && child.pid)
-      writeRecord(
-        jobDir,
-        EXEC_FILE,
-        {
-          pid: process.pid,
-          startTicks: processStartTicks(process.pid),
-          childPid: child.pid,
-          childStartTicks: processStartTicks(child.pid),
-          run: opts.run,
-          attempt: opts.attempt,
-          startedAt,
+  const child = spawn(cmd, args, {
+    cwd,
+    env: { ...process.env, ...opts.env, ...ctx.contract },
+    // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
+    stdio: worker || ctx.secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+    // Its own process group, so a signal reaches the workload and everything it started.
+    detached: true,
+  });
+  fwd.attach(child.pid);
+  const ended = workloadEnd(child, () => fwd.exited());
+  copyOutput(child, ctx.secrets, worker);
+  if (jobDir && child.pid) writeExecRecord(ctx, child.pid);
+  // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
+  const unwatchLease = jobDir
+    ? watchLease(join(jobDir, LEASE_FILE), {
+        stop: () => {
+          log(`the agent lease ran out unrenewed: stopping the workload (${fwd.stopAs})`);
+          fwd.stop('the agent lease running out');
         },
-        log,
-      );
-    // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
-    const unwatchLease = jobDir
-      ? watchLease(join(jobDir, LEASE_FILE), {
-          stop: () => {
-            log('the agent lease ran out unrenewed: stopping the workload (SIGTERM)');
-            fwd.stop('the agent lease running out');
-          },
-          kill: () => fwd.kill(),
-        })
-      : undefined;
-    await worker?.start();
-    const result = await ended;
-    unwatchLease?.();
-    const record = await exitRecord(result, fwd, {
-      cmd,
-      cwd,
-      cancelled: jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE)),
-      publish: () =>
-        outputs.length && !opts.process
-          ? publishOutputs(opts.store, opts.run, opts.attempt, artifactDir, outputs, log)
-          : Promise.resolve(undefined),
-      startedAt,
-      secrets,
-    });
-    // Upload what the workload finished (its last checkpoint in the grace period included).
-    await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
-    if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
-    if (record.message) log(record.message);
-    return { code: record.exitCode, record };
-  } finally {
-    fwd.dispose();
-  }
+        kill: () => fwd.kill(),
+      })
+    : undefined;
+  await worker?.start();
+  const result = await ended;
+  unwatchLease?.();
+  const primary = !opts.topology?.process;
+  const record = await exitRecord(result, fwd, {
+    cmd,
+    cwd,
+    cancelled: jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE)),
+    publish: () =>
+      outputs.length && primary
+        ? publishOutputs(opts.store, opts.run, opts.attempt, ctx.artifactDir, outputs, log)
+        : Promise.resolve(undefined),
+    startedAt: ctx.startedAt,
+    secrets: ctx.secrets,
+  });
+  // Upload what the workload finished (its last checkpoint in the grace period included).
+  await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
+  if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
+  if (record.message) log(record.message);
+  return { code: record.exitCode, record };
+}
+
+function writeExecRecord(ctx: Ctx, childPid: number): void {
+  writeRecord(
+    ctx.jobDir!,
+    EXEC_FILE,
+    {
+      pid: process.pid,
+      startTicks: processStartTicks(process.pid),
+      childPid,
+      childStartTicks: processStartTicks(childPid),
+      run: ctx.opts.run,
+      attempt: ctx.opts.attempt,
+      startedAt: ctx.startedAt,
+    },
+    ctx.log,
+  );
 }
 
 /** Copies the workload's output to adv exec's own (masked), and to the worker, which ships it. */
@@ -247,80 +328,6 @@ function writeRecord(jobDir: string, file: string, value: unknown, log: (line: s
   }
 }
 
-/** How the attempt ended, from how the workload exited and who stopped it. */
-async function exitRecord(
-  result: WorkloadEnd,
-  fwd: StopForwarder,
-  o: {
-    cmd: string;
-    cwd: string;
-    cancelled: boolean;
-    /** Publishes the declared outputs of a node that finished its work; what went wrong, if anything. */
-    publish: () => Promise<string | undefined>;
-    startedAt: string;
-    secrets: string[];
-  },
-): Promise<ExitRecord> {
-  const { stopSignal, killedByUs } = fwd;
-  let reason: ExitReason;
-  let exitCode: number;
-  let message: string | undefined;
-  if (result.error) {
-    reason = ExitReason.StartFailed;
-    exitCode = 127;
-    // Node says ENOENT of the command when it is the working dir that is missing.
-    message = existsSync(o.cwd)
-      ? `cannot start ${JSON.stringify(o.cmd)}: ${result.error.message}`
-      : `cannot start ${JSON.stringify(o.cmd)}: its working dir ${o.cwd} does not exist (was it removed?)`;
-  } else if (o.cancelled) {
-    reason = ExitReason.Cancelled;
-    exitCode = result.code ?? 128 + signalNumber(result.signal);
-  } else if (stopSignal) {
-    // Stopped from outside (preemption notice, time limit, scancel): however it exited, the
-    // attempt did not finish its work.
-    reason = result.code === 0 ? ExitReason.Completed : ExitReason.Preempted;
-    exitCode = result.code ?? 128 + signalNumber(result.signal);
-    message = `stopped by ${stopSignal}${killedByUs ? ' and killed after the grace period' : ''}`;
-  } else if (result.signal) {
-    reason = ExitReason.Signaled;
-    exitCode = 128 + signalNumber(result.signal);
-    message = `workload killed by ${result.signal}`;
-  } else {
-    exitCode = result.code ?? 1;
-    reason = exitCode === 0 ? ExitReason.Completed : ExitReason.Error;
-  }
-  // A node that finished its work publishes its declared outputs, each complete or not at all.
-  if (reason === ExitReason.Completed && !stopSignal) {
-    const problem = await o.publish();
-    if (problem) {
-      reason = ExitReason.Error;
-      exitCode = 1;
-      message = problem;
-    }
-  }
-  return {
-    exitCode,
-    ...(result.signal ? { signal: result.signal } : {}),
-    reason,
-    ...(message ? { message: redactText(message, o.secrets) } : {}),
-    startedAt: o.startedAt,
-    finishedAt: new Date().toISOString(),
-  };
-}
-
-const SIGNALS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGSEGV: 11,
-  SIGUSR2: 12,
-  SIGTERM: 15,
-};
-function signalNumber(sig: NodeJS.Signals | null): number {
-  return sig ? (SIGNALS[sig] ?? 1) : 0;
-}
-
 /** The argument vector for a Run's `command` or `entry` (never a shell string built from values). */
 export function argvFor(spec: { command?: string | string[]; entry?: string }): string[] {
   if (Array.isArray(spec.command)) return spec.command;
@@ -344,59 +351,4 @@ export function argvFor(spec: { command?: string | string[]; entry?: string }): 
     return ['python3', '-c', program, file, fn];
   }
   throw new Error('run has neither command nor entry');
-}
-
-function parseInputs(raw: string | undefined): InputRefs {
-  if (!raw) return {};
-  try {
-    return JSON.parse(raw) as InputRefs;
-  } catch {
-    throw new Error(`ADV_INPUTS is not JSON: ${raw.slice(0, 80)}`);
-  }
-}
-
-/** Uploads `$ADV_ARTIFACT_DIR/<name>/` for each declared output; returns what went wrong, if anything. */
-async function publishOutputs(
-  store: ObjectStore | undefined,
-  run: string,
-  attempt: number,
-  artifactDir: string,
-  outputs: readonly string[],
-  log: (line: string) => void,
-): Promise<string | undefined> {
-  const missing: string[] = [];
-  for (const name of outputs) if (!(await hasContent(join(artifactDir, name)))) missing.push(name);
-  if (missing.length)
-    return `declared output${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not written: put ${missing.length > 1 ? 'them' : 'it'} in ${missing.map((m) => join(artifactDir, m) + '/').join(', ')}`;
-  if (!store) {
-    log(`outputs ${outputs.join(', ')} stay in ${artifactDir}: no store to publish them to`);
-    return undefined;
-  }
-  for (const name of outputs) {
-    try {
-      const m = await uploadOutput(store, { run, output: name, attempt, dir: join(artifactDir, name) });
-      log(`output ${name}: ${m.files.length} files, ${m.totalBytes} bytes published`);
-    } catch (e) {
-      return `output ${name} could not be published: ${(e as Error).message}`;
-    }
-  }
-  return undefined;
-}
-
-/** Downloads the code payload and extracts it into `<dir>/work`; the directory to run in. */
-async function fetchCode(
-  store: ObjectStore | undefined,
-  code: { key: string; workdir?: string },
-  dir: string,
-): Promise<string> {
-  if (!store) throw new Error('no object store to fetch it from (pass --store or set ADV_STORE)');
-  const archive = join(dir, 'code.tar.gz');
-  if (!(await store.getToFile(code.key, archive)))
-    throw new Error(`${code.key} is not in ${store.url} (the controller uploads it before it submits)`);
-  const work = join(dir, 'work');
-  await unpackTarGz(archive, work);
-  const cwd = code.workdir ? resolve(work, code.workdir) : work;
-  if (relative(work, cwd).startsWith('..') || !existsSync(cwd))
-    throw new Error(`no working dir ${code.workdir} in the code`);
-  return cwd;
 }

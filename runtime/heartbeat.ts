@@ -16,7 +16,10 @@ export interface HeartbeatCheckpoint {
   uri: string;
 }
 
-/** What `adv exec` writes to `runs/<run>/attempts/<n>/heartbeat.json`. */
+/**
+ * What `adv exec` writes to `runs/<run>/attempts/<n>/heartbeat.json` (process 0) and
+ * `runs/<run>/attempts/<n>/workers/<k>/heartbeat.json` (process k > 0).
+ */
 export interface Heartbeat {
   /** When it was written (ISO 8601): the run's `lastHeartbeat`. */
   time: string;
@@ -32,8 +35,33 @@ export interface Heartbeat {
   lastCheckpoint?: HeartbeatCheckpoint;
   /** The step being uploaded now. */
   uploading?: number;
+  /** Process k of a multi-host attempt (absent: process 0 of it, or a single-process job). */
+  process?: number;
+  /** How many processes the attempt has (absent: one). */
+  processes?: number;
+  /**
+   * This process has not finished its restore (process 0: choosing and downloading; process
+   * k > 0: waiting for that choice, then downloading it): its workload has not started.
+   */
+  waitingForRestore?: boolean;
+  /** (Process 0) A finished step whose manifest waits for the part records of these processes. */
+  awaitingParts?: { step: number; missing: number[] };
+  /** (Process k > 0) Written once at its end, after its last part record: it will write no more. */
+  finishedAt?: string;
+  /**
+   * Never written by adv exec: the controller's observer hangs the heartbeats of processes
+   * 1..N-1 (`workers/<k>/heartbeat.json`) on process 0's, so one read shows the whole gang.
+   */
+  workers?: Heartbeat[];
 }
 
-/** The heartbeat's key in the object store. */
+/** The heartbeat's key in the object store: process 0's (and a single process's). */
 export const heartbeatKey = (run: string, attempt: number): string =>
   `${attemptPrefix(run, attempt)}heartbeat.json`;
+
+/** Where process k > 0 of a multi-host attempt heartbeats (`workers/<k>/`, beside its logs). */
+export const workerHeartbeatKey = (run: string, attempt: number, k: number): string =>
+  k ? `${workersPrefix(run, attempt)}${k}/heartbeat.json` : heartbeatKey(run, attempt);
+
+export const workersPrefix = (run: string, attempt: number): string =>
+  `${attemptPrefix(run, attempt)}workers/`;

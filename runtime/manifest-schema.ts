@@ -25,6 +25,13 @@ export const CheckpointManifestSchema = Type.Object(
     createdAt: Type.String({ description: 'When the manifest was written (ISO 8601).' }),
     totalBytes: Type.Integer({ minimum: 0, description: 'Sum of the file sizes.' }),
     files: Type.Array(ManifestFileSchema, { description: 'Every file, with size and sha256.' }),
+    processes: Type.Optional(
+      Type.Integer({
+        minimum: 2,
+        description:
+          'How many processes wrote it (a multi-host gang commit: the union of their parts). Absent: one.',
+      }),
+    ),
     metadata: Type.Record(Type.String(), Type.Unknown(), {
       description:
         'Free-form, from `adv-metadata.json` in the step dir: mesh, partitioning, framework versions.',

@@ -9,6 +9,17 @@ import type { ChildProcess } from 'node:child_process';
 export const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP'] as const;
 
 /**
+ * Stop notices: SIGTERM (most schedulers, a cancel), SIGUSR1 (SLURM's `--signal=B:USR1@grace`),
+ * SIGINT. Whichever comes, the workload gets the one stop signal (`--stop-signal`), then the grace
+ * period: a workload that checkpoints on SIGTERM does so on every backend.
+ */
+export const STOP_NOTICES: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGUSR1'];
+
+/** What the workload may be given as its stop signal (`--stop-signal`, `policy.stopSignal`). */
+export const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2'] as const;
+export type StopSignal = (typeof STOP_SIGNALS)[number];
+
+/**
  * How long the workload's output may still flow once it has exited and its group is gone: only a
  * process that left the group (`setsid`) can hold the pipes open after that. Then adv exec stops
  * reading, so such a process never keeps a finished worker alive.
@@ -32,10 +43,13 @@ export class StopForwarder {
   private groupGone = false;
   private killTimer: NodeJS.Timeout | undefined;
   private readonly handlers: (readonly [NodeJS.Signals, () => void])[];
+  private readonly abort = new AbortController();
 
   constructor(
     private readonly graceMs: number,
     private readonly log: (line: string) => void,
+    /** What the workload gets for any stop notice. */
+    readonly stopAs: StopSignal = 'SIGTERM',
   ) {
     this.handlers = FORWARDED.map((sig) => {
       const h = () => this.onSignal(sig);
@@ -52,10 +66,16 @@ export class StopForwarder {
     this.group = pid;
   }
 
-  /** Stops the workload for `why` with a SIGTERM; the caller decides when to `kill`. */
+  /** Aborted at the first stop notice: what adv exec does before the workload starts gives up. */
+  get stopped(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** Stops the workload for `why` with its stop signal; the caller decides when to `kill`. */
   stop(why: string): void {
     this.stopSignal ??= why;
-    this.signal('SIGTERM');
+    this.abort.abort(new Error(`stopped by ${why}`));
+    this.signal(this.stopAs);
   }
 
   /** Kills the workload's group now. */
@@ -88,9 +108,18 @@ export class StopForwarder {
 
   private onSignal(sig: NodeJS.Signals): void {
     this.stopSignal ??= sig;
-    this.log(`received ${sig}; forwarding to the workload, SIGKILL in ${this.graceMs / 1000}s`);
-    this.signal(sig);
-    if (sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGUSR1') this.armKill();
+    if (!STOP_NOTICES.includes(sig)) {
+      this.log(`received ${sig}; forwarding it to the workload`);
+      return this.signal(sig);
+    }
+    this.abort.abort(new Error(`stopped by ${sig}`));
+    if (!this.group || this.groupGone)
+      return this.log(`received ${sig}: a stop notice, while no workload runs`);
+    this.log(
+      `received ${sig}; ${sig === this.stopAs ? 'forwarding it' : `sending ${this.stopAs}`} to the workload, SIGKILL in ${this.graceMs / 1000}s`,
+    );
+    this.signal(this.stopAs);
+    this.armKill();
   }
 
   private armKill(): void {

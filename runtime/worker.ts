@@ -1,38 +1,42 @@
 /**
  * The object-store side of `adv exec`: restore before the workload starts, upload every finished
- * checkpoint while it runs, heartbeats, logs in immutable parts, and the exit record.
+ * checkpoint while it runs (step-finder.ts says which are finished), heartbeats, logs in immutable
+ * parts, and the exit record.
  *
- * When is a step dir "finished"? The workload needs no SDK, only this contract (docs/checkpointing.md):
- *   - write the step to a temporary name and rename it to `<step>` (Orbax does this), or
- *   - write a `COMMITTED` file into `<step>/` last.
- * A digit-named dir counts as finished when it holds `COMMITTED`, or when it was already non-empty
- * the first time we saw it and has not changed for a settle period (the rename pattern). With
- * `commitMode: 'marker'` only the marker counts. Nothing else is ever uploaded as a checkpoint.
+ * A multi-host attempt (N processes, one adv exec each) commits as a gang (gang.ts): every process
+ * ships its files and a part record, process 0 writes the manifest once all parts are there
+ * (committer.ts). Process 0 chooses the step every process restores, before any workload starts
+ * (restore-barrier.ts).
  */
 import { existsSync } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import chokidar, { type FSWatcher } from 'chokidar';
 import {
   attemptPrefix,
-  COMMITTED_MARKER,
-  isStepName,
+  commitManifest,
   logsPrefix,
-  restoreLatest,
   stepPrefix,
-  uploadCheckpoint,
+  uploadFiles,
   type CheckpointManifest,
+  type ManifestFile,
   type RestoreResult,
 } from './checkpoint.js';
-import { heartbeatKey, type Heartbeat } from './heartbeat.js';
+import { bounded } from './bounded.js';
+import { GangCommitter } from './committer.js';
+import { hashStoredStep, shareOf, writePart } from './gang.js';
+import { workerHeartbeatKey, type Heartbeat } from './heartbeat.js';
 import type { ExitRecord } from './records.js';
+import { CkptMode, restoreAsPrimary, restoreAsWorker } from './restore-barrier.js';
+import { DirStepFinder, StoreStepFinder, type StepFinder } from './step-finder.js';
 import type { ObjectStore } from './store/types.js';
 
 export interface WorkerOptions {
   store: ObjectStore;
   run: string;
   attempt: number;
+  /** Where finished steps appear: this process's dir, the attempt's shared dir, or (store mode over `file://`) the store's. */
   ckptDir: string;
   heartbeatSec?: number;
   logFlushMs?: number;
@@ -43,103 +47,184 @@ export interface WorkerOptions {
   /** Progress of long transfers (a TTY renders a bar). */
   progress?: (label: string, bytes: number, total: number) => void;
   /**
-   * How long the final writes may take once the workload has ended (its last checkpoint, output,
-   * the exit record, a last heartbeat): past it adv exec says what it could not write and ends,
-   * so a store that stopped answering never keeps a worker, and its allocation, alive. The exit
-   * record and the heartbeat get RECORD_MS each (at most this) even when it is spent. Default
-   * FINISH_TIMEOUT_MS.
+   * How long the final writes may take once the workload has ended (its last checkpoint, the
+   * other processes' parts, output, the exit record, a last heartbeat): past it adv exec says what
+   * it could not write and ends, so a store that stopped answering never keeps a worker, and its
+   * allocation, alive. The exit record and the heartbeat get RECORD_MS each (at most this) even
+   * when it is spent. Default FINISH_TIMEOUT_MS.
    */
   finishTimeoutMs?: number;
   /**
-   * This process's index in a multi-host job (default 0). Only process 0 restores and uploads
-   * checkpoints, heartbeats and the exit record; the others ship their output only, to their own
-   * logs prefix (`logsPrefix`).
+   * This process's index in a multi-host job (default 0), and how many there are (default 1).
+   * Every process ships its checkpoint files and a part record, heartbeats and its output;
+   * process 0 also chooses the restore, commits manifests, and writes the exit record.
    */
   process?: number;
+  processes?: number;
+  /** How the processes see the checkpoint dir (default per-process). */
+  ckptMode?: CkptMode;
+  /** How long process k > 0 waits for process 0's restore record. Default RESTORE_WAIT_MS. */
+  restoreWaitMs?: number;
+  /** How often process 0 looks for the other processes' parts. Default 500 ms. */
+  partPollMs?: number;
+  /**
+   * For tests: while this file exists, the part record of a step waits (its files are in the
+   * store already), so a test can kill adv exec between the two. Set by `$ADV_EXEC_HOLD_PART`.
+   */
+  holdPartWhile?: string;
 }
 
 /** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
 export const FINISH_TIMEOUT_MS = 15 * 60_000;
 /** What a small final write (the exit record, a heartbeat) gets at least. */
 export const RECORD_MS = 30_000;
-
-interface Seen {
-  nonEmptyAtFirstSight: boolean;
-  snapshot: string;
-  stableSince: number;
-}
+/** Default of `restoreWaitMs`: process 0 may be restoring a large checkpoint. */
+export const RESTORE_WAIT_MS = 30 * 60_000;
 
 export class Worker {
   private watcher: FSWatcher | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private scanTimer: NodeJS.Timeout | undefined;
+  private partTimer: NodeJS.Timeout | undefined;
   private logTimer: NodeJS.Timeout | undefined;
-  private readonly seen = new Map<number, Seen>();
-  private readonly uploaded = new Set<number>();
   private readonly pending = new Set<number>();
   private uploading: Promise<void> = Promise.resolve();
   private current: number | undefined;
   private last: CheckpointManifest | undefined;
   private restored: RestoreResult | undefined;
+  private waitingForRestore = false;
+  private finishedAt: string | undefined;
   private logBuf: Buffer[] = [];
   private logBytes = 0;
   private logPart = 0;
   private logFlushing: Promise<void> = Promise.resolve();
   private scanning = false;
   private readonly settleMs: number;
+  private readonly finder: StepFinder;
+  private readonly committer: GangCommitter | undefined;
 
   constructor(private readonly o: WorkerOptions) {
     this.settleMs = o.settleMs ?? 200;
+    const overS3 = this.mode === CkptMode.Store && !o.store.url.startsWith('file:');
+    this.finder = overS3
+      ? new StoreStepFinder(o.store, o.run)
+      : new DirStepFinder(o.ckptDir, {
+          settleMs: this.settleMs,
+          // In the store a step is written in place: only the framework's marker says it is done.
+          ...(this.mode === CkptMode.Store
+            ? { commitMode: 'marker' as const }
+            : o.commitMode
+              ? { commitMode: o.commitMode }
+              : {}),
+        });
+    this.committer =
+      this.primary && this.n > 1
+        ? new GangCommitter({
+            store: o.store,
+            run: o.run,
+            attempt: o.attempt,
+            processes: this.n,
+            log: o.log,
+            committed: (m, ms) => this.committed(m, ms),
+          })
+        : undefined;
   }
 
   get lastCommitted(): CheckpointManifest | undefined {
     return this.last;
   }
 
-  /** Process 0 of the attempt (or its only one): it owns checkpoints, heartbeats, the exit record. */
+  /** Process 0 of the attempt (or its only one): it chooses the restore, commits, writes the exit record. */
   get primary(): boolean {
     return !this.o.process;
   }
 
-  /** Before the workload starts: the newest checkpoint that verifies, into ADV_CKPT_DIR. */
-  async restore(): Promise<RestoreResult | undefined> {
-    if (!this.primary) {
-      this.o.log(`process ${this.o.process}: process 0 restores and uploads the checkpoints`);
-      return undefined;
+  private get k(): number {
+    return this.o.process ?? 0;
+  }
+  private get n(): number {
+    return this.o.processes ?? 1;
+  }
+  private get mode(): CkptMode {
+    return this.o.ckptMode ?? CkptMode.PerProcess;
+  }
+
+  /**
+   * Before the workload starts. Process 0: the newest checkpoint that verifies, into its dir (in
+   * store mode, nothing to download: newer uncommitted steps are removed instead), then, with
+   * several processes, the record of that choice. Process k > 0: waits for the record (until
+   * `signal` aborts), then restores the same step (per-process mode: into its own dir).
+   */
+  async restore(signal?: AbortSignal): Promise<RestoreResult | undefined> {
+    const c = {
+      store: this.o.store,
+      run: this.o.run,
+      attempt: this.o.attempt,
+      ckptDir: this.o.ckptDir,
+      process: this.k,
+      processes: this.n,
+      mode: this.mode,
+      log: this.o.log,
+      ...(this.o.progress ? { progress: (b: number, t: number) => this.o.progress!('restore', b, t) } : {}),
+    };
+    // A gang heartbeats from the start: a rank still restoring, or waiting for another, is seen.
+    this.waitingForRestore = this.n > 1;
+    if (this.n > 1) this.beginHeartbeats();
+    try {
+      this.restored = this.primary
+        ? await restoreAsPrimary(c)
+        : await restoreAsWorker(c, {
+            timeoutMs: this.o.restoreWaitMs ?? RESTORE_WAIT_MS,
+            ...(signal ? { signal } : {}),
+          });
+    } finally {
+      this.waitingForRestore = false;
     }
-    this.restored = await restoreLatest(this.o.store, this.o.run, this.o.ckptDir, {
-      warn: (m) => this.o.log(`warning: ${m}`),
-      onProgress: (b, t) => this.o.progress?.('restore', b, t),
-    });
-    if (this.restored) {
-      this.uploaded.add(this.restored.step);
-      this.last = this.restored.manifest;
+    if (this.n > 1) void this.heartbeat();
+    const r = this.restored;
+    if (r) {
+      this.last = r.manifest;
       this.o.log(
-        `restored checkpoint ${this.restored.step} (${this.restored.manifest.files.length} files) into ${this.o.ckptDir}`,
+        this.mode === CkptMode.Store
+          ? `checkpoint ${r.step} is the newest committed: the workload restores it from ${this.o.store.url}${stepPrefix(this.o.run, r.step)}`
+          : this.mode === CkptMode.PerProcess || this.primary
+            ? `restored checkpoint ${r.step} (${r.manifest.files.length} files) into ${this.o.ckptDir}`
+            : `process ${this.k}: starting from checkpoint ${r.step}, which process 0 restored into ${this.o.ckptDir}`,
       );
-    } else {
-      this.o.log('no committed checkpoint: starting from scratch');
-    }
-    // Steps already on disk (restored, or left by an earlier attempt here) are not uploaded again.
-    for (const name of await readdir(this.o.ckptDir).catch(() => []))
-      if (isStepName(name)) this.uploaded.add(Number(name));
-    return this.restored;
+    } else this.o.log('no committed checkpoint: starting from scratch');
+    // Steps already there (restored, or left by an earlier attempt) are not shipped again. A
+    // dir others write to may already hold a new step of this attempt past the restored one.
+    const own = this.primary || this.mode === CkptMode.PerProcess;
+    for (const s of await this.finder.present()) if (own || s <= (r?.step ?? -1)) this.finder.ignore(s);
+    return r;
   }
 
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
   async start(): Promise<void> {
     this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);
     this.logTimer.unref();
-    if (!this.primary) return;
-    this.watcher = chokidar.watch(this.o.ckptDir, { depth: 1, ignoreInitial: true });
-    this.watcher.on('all', () => this.scheduleScan(100));
-    await new Promise<void>((r) => this.watcher!.once('ready', () => r()));
-    // Events can be missed or coalesced; a slow periodic scan backs them up.
-    this.scanTimer = setInterval(() => this.scheduleScan(0), Math.max(100, this.settleMs / 2));
-    // Not awaited: a store that does not answer must not keep adv exec from supervising the workload.
+    if (this.finder instanceof DirStepFinder) {
+      this.watcher = chokidar.watch(this.o.ckptDir, { depth: 1, ignoreInitial: true });
+      this.watcher.on('all', () => this.scheduleScan(100));
+      await new Promise<void>((r) => this.watcher!.once('ready', () => r()));
+    }
+    // Events can be missed or coalesced; a periodic scan backs them up (the only one over S3).
+    const every = this.finder instanceof DirStepFinder ? Math.max(100, this.settleMs / 2) : 2000;
+    this.scanTimer = setInterval(() => this.scheduleScan(0), every);
+    this.scanTimer.unref();
+    if (this.committer) {
+      this.partTimer = setInterval(() => void this.committer!.poll(), this.o.partPollMs ?? 500);
+      this.partTimer.unref();
+    }
+    this.beginHeartbeats();
+  }
+
+  /** Not awaited: a store that does not answer must not keep adv exec from supervising the workload. */
+  private beginHeartbeats(): void {
+    if (this.heartbeatTimer) return;
     void this.heartbeat();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), (this.o.heartbeatSec ?? 15) * 1000);
-    for (const t of [this.scanTimer, this.heartbeatTimer]) t.unref();
+    this.heartbeatTimer.unref();
   }
 
   /** The workload's output: copied to the terminal by the caller, shipped here in parts. */
@@ -164,6 +249,7 @@ export class Worker {
   }
 
   private async heartbeat(): Promise<void> {
+    const awaiting = this.committer?.awaiting;
     const body: Heartbeat = {
       time: new Date().toISOString(),
       run: this.o.run,
@@ -181,9 +267,13 @@ export class Worker {
           }
         : {}),
       ...(this.current !== undefined ? { uploading: this.current } : {}),
+      ...(this.n > 1 ? { processes: this.n, ...(this.k ? { process: this.k } : {}) } : {}),
+      ...(this.waitingForRestore ? { waitingForRestore: true } : {}),
+      ...(awaiting ? { awaitingParts: awaiting } : {}),
+      ...(this.finishedAt ? { finishedAt: this.finishedAt } : {}),
     };
     await this.o.store
-      .put(heartbeatKey(this.o.run, this.o.attempt), JSON.stringify(body, null, 2) + '\n')
+      .put(workerHeartbeatKey(this.o.run, this.o.attempt, this.k), JSON.stringify(body, null, 2) + '\n')
       .catch((e: Error) => this.o.log(`warning: heartbeat failed: ${e.message}`));
   }
 
@@ -196,36 +286,9 @@ export class Worker {
     if (this.scanning && !final) return;
     this.scanning = true;
     try {
-      const names = (await readdir(this.o.ckptDir, { withFileTypes: true }).catch(() => [])).filter(
-        (e) => e.isDirectory() && isStepName(e.name),
-      );
-      for (const e of names) {
-        const step = Number(e.name);
-        if (this.uploaded.has(step) || this.pending.has(step) || step === this.current) continue;
-        const dir = join(this.o.ckptDir, e.name);
-        if (existsSync(join(dir, COMMITTED_MARKER))) {
-          this.queue(step);
-          continue;
-        }
-        if (this.o.commitMode === 'marker') continue;
-        const snap = await snapshot(dir);
-        const prev = this.seen.get(step);
-        const now = Date.now();
-        if (!prev) {
-          this.seen.set(step, { nonEmptyAtFirstSight: snap !== '', snapshot: snap, stableSince: now });
-          // At exit, a workload that ended by itself has finished writing.
-          if (final && workloadExitedOnItsOwn && snap !== '') this.queue(step);
-          continue;
-        }
-        if (prev.snapshot !== snap) {
-          prev.snapshot = snap;
-          prev.stableSince = now;
-          continue;
-        }
-        const settled = now - prev.stableSince >= this.settleMs;
-        if ((prev.nonEmptyAtFirstSight && settled) || (final && workloadExitedOnItsOwn && snap !== ''))
-          this.queue(step);
-      }
+      for (const step of await this.finder.finished(final, workloadExitedOnItsOwn)) this.queue(step);
+    } catch (e) {
+      this.o.log(`warning: cannot look for finished checkpoints: ${(e as Error).message}`);
     } finally {
       this.scanning = false;
     }
@@ -236,7 +299,7 @@ export class Worker {
     this.uploading = this.uploading.then(() => this.uploadNewest());
   }
 
-  /** Uploads the newest pending step; older pending ones are superseded and skipped. */
+  /** Ships the newest pending step; older pending ones are superseded and skipped. */
   private async uploadNewest(): Promise<void> {
     if (this.pending.size === 0) return;
     const step = Math.max(...this.pending);
@@ -247,19 +310,31 @@ export class Worker {
     this.current = step;
     const t0 = Date.now();
     try {
-      const m = await uploadCheckpoint(this.o.store, {
+      const files = await this.shipFiles(step);
+      if (this.n === 1) {
+        const m = await commitManifest(this.o.store, {
+          run: this.o.run,
+          step,
+          attempt: this.o.attempt,
+          files,
+        });
+        this.committed(m, Date.now() - t0);
+        return;
+      }
+      await this.holdPart(step);
+      await writePart(this.o.store, {
         run: this.o.run,
         step,
         attempt: this.o.attempt,
-        dir: join(this.o.ckptDir, String(step)),
-        onProgress: (b, t) => this.o.progress?.(`upload ${step}`, b, t),
+        process: this.k,
+        processes: this.n,
+        files,
       });
-      this.uploaded.add(step);
-      this.last = m;
-      this.o.log(
-        `committed checkpoint ${step} (${m.files.length} files, ${m.totalBytes} bytes, ${Date.now() - t0} ms)`,
-      );
-      void this.heartbeat();
+      this.o.log(`checkpoint ${step}: part ${this.k} of ${this.n} written (${files.length} files)`);
+      if (this.committer) {
+        this.committer.add(step);
+        void this.committer.poll();
+      }
     } catch (e) {
       this.o.log(`warning: upload of checkpoint ${step} failed: ${(e as Error).message}; it does not count`);
     } finally {
@@ -267,26 +342,66 @@ export class Worker {
     }
   }
 
+  private async holdPart(step: number): Promise<void> {
+    const hold = this.o.holdPartWhile;
+    if (!hold || !existsSync(hold)) return;
+    this.o.log(`checkpoint ${step}: files uploaded; holding the part record while ${hold} exists`);
+    while (existsSync(hold)) await sleep(50);
+  }
+
   /**
-   * After the workload: last checkpoints, logs, the exit record, a last heartbeat — each step
-   * bounded by what is left of `finishTimeoutMs`, and a step that runs out is logged and left
-   * behind (a transfer still under way ends with the process).
+   * This process's files of a finished step, in the store: all of its own dir (per-process), its
+   * share of a dir all processes see (shared: uploaded), or of what the workload wrote to the
+   * store itself (store: hashed where it lies).
+   */
+  private async shipFiles(step: number): Promise<ManifestFile[]> {
+    const split = this.mode !== CkptMode.PerProcess && this.n > 1;
+    const mine = (p: string) => !split || shareOf(p, this.n) === this.k;
+    if (this.mode === CkptMode.Store) return hashStoredStep(this.o.store, this.o.run, step, mine);
+    const dir = join(this.o.ckptDir, String(step));
+    const { files } = await uploadFiles(this.o.store, stepPrefix(this.o.run, step), dir, {
+      only: mine,
+      onProgress: (b, t) => this.o.progress?.(`upload ${step}`, b, t),
+    });
+    return files;
+  }
+
+  private committed(m: CheckpointManifest, ms: number): void {
+    if (this.last && m.step <= this.last.step) return;
+    this.last = m;
+    this.o.log(
+      `committed checkpoint ${m.step} (${m.files.length} files, ${m.totalBytes} bytes${m.processes ? `, ${m.processes} processes` : ''}, ${ms} ms)`,
+    );
+    void this.heartbeat();
+  }
+
+  /**
+   * After the workload: last checkpoints (and, on process 0, the other processes' parts), logs,
+   * the exit record, a last heartbeat — each bounded by what is left of `finishTimeoutMs`, and a
+   * step that runs out is logged and left behind (a transfer still under way ends with the process).
    */
   async finish(record: ExitRecord, opts: { workloadExitedOnItsOwn: boolean }): Promise<void> {
-    for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer]) if (t) clearInterval(t);
+    for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer, this.partTimer])
+      if (t) clearInterval(t);
     const budgetMs = this.o.finishTimeoutMs ?? FINISH_TIMEOUT_MS;
     const deadline = Date.now() + budgetMs;
     // The exit record and the heartbeat are small: each gets a try even when the budget is spent.
     const small = () => Math.max(deadline, Date.now() + Math.min(RECORD_MS, budgetMs));
-    const step = (what: string, work: Promise<unknown>, until = deadline) => this.bounded(what, work, until);
+    const step = (what: string, work: Promise<unknown>, until = deadline) =>
+      bounded(what, work, until, this.o.log);
     const url = this.o.store.url;
-    if (!this.primary) return void (await step(`shipping its output to ${url}`, this.flushLogs()));
     await step('closing the checkpoint dir watch', this.watcher?.close() ?? Promise.resolve());
     await step(
       `the upload of its last checkpoint to ${url}`,
       this.scan(true, opts.workloadExitedOnItsOwn).then(() => this.uploading),
     );
     await step(`shipping its output to ${url}`, this.flushLogs());
+    if (this.committer)
+      await step(`the other processes' parts of its last checkpoint`, this.committer.settle(deadline));
+    if (!this.primary) {
+      this.finishedAt = new Date().toISOString();
+      return void (await step(`a last heartbeat to ${url}`, this.heartbeat(), small()));
+    }
     const exit = {
       ...record,
       ...(this.last ? { lastCheckpoint: { step: this.last.step, createdAt: this.last.createdAt } } : {}),
@@ -300,36 +415,4 @@ export class Worker {
     );
     await step(`a last heartbeat to ${url}`, this.heartbeat(), small());
   }
-
-  /** Waits for `work` until `deadline`; past it, says what was left undone and moves on. */
-  private async bounded(what: string, work: Promise<unknown>, deadline: number): Promise<void> {
-    const ms = Math.max(0, deadline - Date.now());
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<true>((r) => {
-      timer = setTimeout(() => r(true), ms);
-    });
-    const done = work.then(
-      () => false,
-      (e: Error) => (this.o.log(`warning: ${what} failed: ${e.message}`), false),
-    );
-    const late = await Promise.race([done, timedOut]);
-    clearTimeout(timer);
-    if (late)
-      this.o.log(
-        `warning: gave up on ${what} after ${Math.round(ms / 1000)} s (adv exec bounds its final writes: --finish-timeout); ending without it`,
-      );
-  }
-}
-
-/** A cheap fingerprint of a dir: names, sizes and mtimes of its files ('' when empty). */
-async function snapshot(dir: string): Promise<string> {
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
-  const parts: string[] = [];
-  for (const e of entries) {
-    if (!e.isFile()) continue;
-    const p = join(e.parentPath, e.name);
-    const s = await stat(p).catch(() => undefined);
-    if (s) parts.push(`${p}:${s.size}:${s.mtimeMs}`);
-  }
-  return parts.sort().join('|');
 }

@@ -18,6 +18,7 @@ import {
   uploadCheckpoint,
 } from '../runtime/checkpoint.js';
 import { bundleExec } from '../runtime/bundle.js';
+import { recordRestore } from '../runtime/restore-barrier.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { S3Store } from '../runtime/store/s3.js';
 import { removeTree } from './helpers/io.js';
@@ -195,7 +196,7 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
     expect(warnings[1]).toMatch(/^checkpoint 20 skipped: w\.bin does not match its manifest \(sha256 /);
   });
 
-  it('process 1 of a multi-host attempt ships only its output, under workers/1/logs/', async () => {
+  it('process 1 of a multi-host attempt restores the step process 0 chose and uploads its finished step as a part, under its own prefix', async () => {
     const { store, url } = await make();
     await uploadCheckpoint(store, {
       run: 'mh',
@@ -203,14 +204,18 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
       attempt: 1,
       dir: await stepDir(5, { 'a.bin': 'five' }),
     });
+    // Process 0's choice, as it records it before any workload of the attempt starts.
+    await recordRestore(store, 'mh', 2, { step: 5, processes: 2, mode: 'per-process' });
     const job = join(tmp, `mh-${_name}`);
     const ckpt = join(job, 'ckpt');
-    // It writes a finished step and declares an output: neither is process 1's to upload.
-    const script = `echo "hello from $ADV_PROCESS_ID"; mkdir -p "$ADV_CKPT_DIR/7" && echo x > "$ADV_CKPT_DIR/7/COMMITTED"; mkdir -p "$ADV_ARTIFACT_DIR/model" && echo m > "$ADV_ARTIFACT_DIR/model/w"`;
+    // It sees the restored step, writes a finished step and declares an output.
+    const script = `echo "hello from $ADV_PROCESS_ID, restored $(cat "$ADV_CKPT_DIR/5/a.bin")"; mkdir -p "$ADV_CKPT_DIR/7" && echo seven > "$ADV_CKPT_DIR/7/w1.bin" && echo x > "$ADV_CKPT_DIR/7/COMMITTED"; mkdir -p "$ADV_ARTIFACT_DIR/model" && echo m > "$ADV_ARTIFACT_DIR/model/w"`;
     const e = advExec(
       ['--store', url, '--run', 'mh', '--attempt', '2', '--job-dir', job, '--', 'sh', '-c', script],
       {
         ADV_PROCESS_ID: '1',
+        ADV_NUM_PROCESSES: '2',
+        ADV_COORDINATOR_ADDRESS: '127.0.0.1:8476',
         ADV_CKPT_DIR: ckpt,
         ADV_OUTPUTS: 'model',
       },
@@ -218,19 +223,32 @@ describe.each(stores)('checkpoints on the %s store', (_name, make) => {
     expect(await e.done, e.out()).toBe(0);
     const keys: string[] = [];
     for await (const o of store.list('runs/mh/')) keys.push(o.key);
-    const attempt2 = keys.filter((k) => k.startsWith('runs/mh/attempts/2/'));
-    expect(attempt2.length).toBeGreaterThan(0);
+    const attempt2 = keys.filter(
+      (k) => k.startsWith('runs/mh/attempts/2/') && k !== 'runs/mh/attempts/2/restore.json',
+    );
     expect(
-      attempt2.every((k) => k.startsWith('runs/mh/attempts/2/workers/1/logs/part-')),
+      attempt2.every((k) => k.startsWith('runs/mh/attempts/2/workers/1/')),
       attempt2.join(' '),
     ).toBe(true);
-    const text = (await Promise.all(attempt2.sort().map((k) => store.get(k))))
+    const logs = attempt2.filter((k) => k.startsWith('runs/mh/attempts/2/workers/1/logs/part-')).sort();
+    const text = (await Promise.all(logs.map((k) => store.get(k))))
       .map((b) => Buffer.from(b!).toString())
       .join('');
-    expect(text).toContain('hello from 1');
-    // Nothing restored into its dir, no step 7, no output, no exit record or heartbeat in the store.
-    expect(existsSync(join(ckpt, '5'))).toBe(false);
+    expect(text).toContain('hello from 1, restored five');
+    // Step 7 is uploaded with its part record; only process 0 writes its manifest, so none yet.
+    const part = JSON.parse(
+      new TextDecoder().decode((await store.get(`${stepPrefix('mh', 7)}_parts/2/1.json`))!),
+    ) as { process: number; processes: number; files: { path: string }[] };
+    expect(part).toMatchObject({ process: 1, processes: 2 });
+    expect(part.files.map((f) => f.path).sort()).toEqual(['COMMITTED', 'w1.bin']);
+    expect(await store.get(`${stepPrefix('mh', 7)}manifest.json`)).toBeUndefined();
     expect((await latestCommitted(store, 'mh'))?.step).toBe(5);
+    // Its last heartbeat says it ended; no output published, no exit record in the store.
+    const hb = JSON.parse(
+      new TextDecoder().decode((await store.get('runs/mh/attempts/2/workers/1/heartbeat.json'))!),
+    ) as { process: number; finishedAt?: string; restoredFrom?: number };
+    expect(hb).toMatchObject({ process: 1, restoredFrom: 5 });
+    expect(hb.finishedAt).toBeDefined();
     expect(keys.some((k) => k.includes('/outputs/'))).toBe(false);
     // The exit record stays in its own job dir, for the backend to read.
     expect(JSON.parse(readFileSync(join(job, 'exit.json'), 'utf8'))).toMatchObject({ exitCode: 0 });

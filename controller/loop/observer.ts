@@ -5,7 +5,7 @@
  * every 15 s, bounded in time). The result is one observation the planners read.
  */
 import type { Logger } from 'pino';
-import { heartbeatKey } from '../../runtime/heartbeat.js';
+import { heartbeatKey, workerHeartbeatKey } from '../../runtime/heartbeat.js';
 import type { ObjectStore } from '../../runtime/store/index.js';
 import { unobservable, type Capacity, type JobHandle, type ObservedJob } from '../backends/types.js';
 import { isLiveAttempt } from '../reconcile/run-plan.js';
@@ -125,7 +125,11 @@ export class Observer {
         this.heartbeatReadAt.set(run, now);
         try {
           const raw = await objects.get(heartbeatKey(run, a.n));
-          if (raw) out.set(run, JSON.parse(new TextDecoder().decode(raw)) as Heartbeat);
+          if (raw)
+            out.set(
+              run,
+              await withWorkers(objects, run, JSON.parse(new TextDecoder().decode(raw)) as Heartbeat),
+            );
         } catch (e) {
           this.logger.debug({ run, err: errText(e) }, 'cannot read heartbeat');
         }
@@ -162,6 +166,26 @@ export class Observer {
   capacity(backend: string): Capacity | undefined {
     return this.capacities.get(backend)?.capacity;
   }
+}
+
+/**
+ * A multi-host attempt's process 0 heartbeat with those of processes 1..N-1 hung on it (`workers`):
+ * one small read each, so a hung or still-restoring rank shows in the run's conditions.
+ */
+async function withWorkers(objects: ObjectStore, run: string, hb: Heartbeat): Promise<Heartbeat> {
+  const n = hb.processes ?? 1;
+  if (n <= 1 || !Number.isInteger(n)) return hb;
+  const workers = await Promise.all(
+    Array.from({ length: Math.min(n, 4096) - 1 }, async (_, i) => {
+      const raw = await objects.get(workerHeartbeatKey(run, hb.attempt, i + 1)).catch(() => undefined);
+      try {
+        return raw && (JSON.parse(new TextDecoder().decode(raw)) as Heartbeat);
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  return { ...hb, workers: workers.filter((w): w is Heartbeat => Boolean(w)) };
 }
 
 function bounded<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -21,6 +21,7 @@ import {
   type RunStatusDoc,
 } from '../status/types.js';
 import { EndClass } from './classify.js';
+import { WORKER_HEARTBEAT_MISSING, workerConditions } from './run-plan-workers.js';
 import {
   applyHeartbeat,
   applyObservation,
@@ -385,21 +386,33 @@ export const lostCondition: RunStep = (w) => {
   if (last?.phase === AttemptPhase.Running && st.lastHeartbeat) {
     const limit = heartbeatTimeoutMs(w.spec);
     const age = w.ctx.now - Date.parse(st.lastHeartbeat);
-    st.conditions =
-      age > limit
-        ? setCondition(
-            st.conditions,
-            {
-              type: ConditionType.Lost,
-              status: 'True',
-              reason: 'HeartbeatMissing',
-              message: `no heartbeat for ${Math.round(age / 1000)}s (limit ${limit / 1000}s)`,
-            },
-            w.now,
-          )
-        : removeCondition(st.conditions, ConditionType.Lost);
+    const byWorker =
+      st.conditions.find((c) => c.type === ConditionType.Lost)?.reason === WORKER_HEARTBEAT_MISSING;
+    if (age > limit)
+      st.conditions = setCondition(
+        st.conditions,
+        {
+          type: ConditionType.Lost,
+          status: 'True',
+          reason: 'HeartbeatMissing',
+          message: `no heartbeat for ${Math.round(age / 1000)}s (limit ${limit / 1000}s)`,
+        },
+        w.now,
+      );
+    else if (!byWorker) st.conditions = removeCondition(st.conditions, ConditionType.Lost);
+    // The other processes of a multi-host attempt: only on passes that read the heartbeats.
+    if (age <= limit && w.heartbeat?.attempt === last.n)
+      st.conditions = workerConditions(st.conditions, w.heartbeat, {
+        attempt: last.n,
+        limitMs: limit,
+        nowMs: w.ctx.now,
+        now: w.now,
+      });
   } else if (last && !isLiveAttempt(last)) {
-    st.conditions = removeCondition(st.conditions, ConditionType.Lost);
+    st.conditions = removeCondition(
+      removeCondition(st.conditions, ConditionType.Lost),
+      ConditionType.Restoring,
+    );
   }
   return undefined;
 };

@@ -349,6 +349,64 @@ describe('planRun', () => {
     expect(fresh.status.conditions.find((c) => c.type === 'Lost')).toBeUndefined();
   });
 
+  it('a multi-host attempt: a process still restoring shows as Restoring, a hung one makes the run Lost', () => {
+    const beat = (process: number | undefined, at: number, more: object = {}) => ({
+      time: new Date(at).toISOString(),
+      run: 'r',
+      attempt: 1,
+      host: `node-${process ?? 0}`,
+      pid: 4242,
+      processes: 2,
+      ...(process ? { process } : {}),
+      ...more,
+    });
+    const cond = (d: RunStatusDoc, type: string) => d.status.conditions.find((c) => c.type === type);
+    const waiting = planRun(
+      {
+        name: 'r',
+        desired: desired(base),
+        current: running(),
+        heartbeat: { ...beat(undefined, T0), workers: [beat(1, T0, { waitingForRestore: true })] },
+      },
+      ctx(),
+    ).doc!;
+    expect(cond(waiting, 'Restoring')).toMatchObject({
+      status: 'True',
+      message: expect.stringContaining('process 1 of 2 not restored yet'),
+    });
+    // Process 0 beats on; process 1 went silent after its restore.
+    const now = T0 + 700_000;
+    const hung = planRun(
+      {
+        name: 'r',
+        desired: desired(base),
+        current: waiting,
+        heartbeat: { ...beat(undefined, now - 1000), workers: [beat(1, T0)] },
+      },
+      ctx({ now }),
+    ).doc!;
+    expect(cond(hung, 'Restoring')).toBeUndefined();
+    expect(cond(hung, 'Lost')).toMatchObject({
+      status: 'True',
+      reason: 'WorkerHeartbeatMissing',
+      message: 'process 1: no heartbeat for 700s (limit 600s)',
+    });
+    // A pass that read no heartbeat keeps it; process 1 heard from again clears it.
+    expect(
+      cond(planRun({ name: 'r', desired: desired(base), current: hung }, ctx({ now })).doc!, 'Lost'),
+    ).toBeDefined();
+    const back = planRun(
+      {
+        name: 'r',
+        desired: desired(base),
+        current: hung,
+        heartbeat: { ...beat(undefined, now), workers: [beat(1, now)] },
+      },
+      ctx({ now }),
+    ).doc!;
+    expect(cond(back, 'Lost')).toBeUndefined();
+  });
+
   it('completes its own write-ahead record, waits on another controller’s until it is stale', () => {
     const p = planRun({ name: 'r', desired: desired(base) }, ctx());
     const mine = planRun({ name: 'r', desired: desired(base), current: p.doc! }, ctx());

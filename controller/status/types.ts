@@ -40,8 +40,13 @@ export const ConditionType = {
   Checkpointed: 'Checkpointed',
   /** The controller could not reach the backend or the git remote; the state shown may be stale. */
   Stale: 'Stale',
-  /** The running attempt's heartbeat is older than policy.heartbeatTimeoutSec. */
+  /**
+   * The running attempt's heartbeat is older than policy.heartbeatTimeoutSec (reason
+   * `WorkerHeartbeatMissing`: the heartbeat of a process other than 0 of a multi-host attempt).
+   */
   Lost: 'Lost',
+  /** A process of the current multi-host attempt has not finished its restore: its workload waits. */
+  Restoring: 'Restoring',
   /** (Backend) It failed several runs in a row; the solver tries it after the others. */
   Degraded: 'Degraded',
   /**

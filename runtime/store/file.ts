@@ -1,7 +1,7 @@
 /** A directory as an object store (`file:///path`): the embedded default. */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -51,14 +51,18 @@ export class FileStore implements ObjectStore {
   /** Writes to a temporary name in the same folder, then renames: readers never see half a file. */
   private async atomically(key: string, write: (tmp: string) => Promise<void>): Promise<void> {
     const final = this.path(key);
-    await mkdir(dirname(final), { recursive: true });
     const tmp = join(dirname(final), `${TMP}${process.pid}-${seq++}`);
-    try {
-      await write(tmp);
-      await rename(tmp, final);
-    } catch (e) {
-      await rm(tmp, { force: true });
-      throw e;
+    // Twice at most: a `delete` of the folder's last object may prune it between mkdir and write.
+    for (let tries = 2; ; tries--) {
+      await mkdir(dirname(final), { recursive: true });
+      try {
+        await write(tmp);
+        await rename(tmp, final);
+        return;
+      } catch (e) {
+        await rm(tmp, { force: true });
+        if (tries <= 1 || (e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      }
     }
   }
 
@@ -136,8 +140,17 @@ export class FileStore implements ObjectStore {
       .sort();
   }
 
+  /**
+   * Removes the objects, then the folders they leave empty (as S3 has no empty "folders"): a
+   * framework that lists the directory itself, as Orbax lists steps, must not find an empty step.
+   */
   async delete(keys: readonly string[]): Promise<void> {
     await Promise.all(keys.map((k) => rm(this.path(k), { force: true })));
+    const dirs = new Set<string>();
+    for (const k of keys)
+      for (let d = dirname(this.path(k)); d.startsWith(this.root + sep); d = dirname(d)) dirs.add(d);
+    // Deepest first; a folder something else still holds (or writes into) stays.
+    for (const d of [...dirs].sort((a, b) => b.length - a.length)) await rmdir(d).catch(() => undefined);
   }
 }
 
