@@ -78,3 +78,16 @@ function runProcess(job: Job, args: string[], env: Record<string, string>): Prom
     );
   });
 }
+
+/** A step's manifest in a `file://` store's directory, or undefined while it has none. */
+export async function manifestAt(
+  storeDir: string,
+  run: string,
+  step: number,
+): Promise<{ processes?: number; files: { path: string }[] } | undefined> {
+  const text = await readFile(
+    join(storeDir, 'runs', run, 'ckpt', String(step), 'manifest.json'),
+    'utf8',
+  ).catch(() => undefined);
+  return text ? (JSON.parse(text) as { processes?: number; files: { path: string }[] }) : undefined;
+}
