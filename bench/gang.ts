@@ -49,7 +49,7 @@ interface Proc {
 
 function advExec(args: string[], env: NodeJS.ProcessEnv): Proc {
   const child = spawn(process.execPath, [BUNDLE, ...args], {
-    env: { ...process.env, ...env },
+    env: { ...process.env, ADV_COORDINATOR_ADDRESS: '127.0.0.1:1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -64,10 +64,14 @@ async function until(
   what: string,
   check: () => Promise<boolean>,
   procs: Proc[],
-  ms = 1_800_000,
+  ms = Number(process.env.BENCH_GANG_WAIT_MS ?? 1_800_000),
 ): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
+    if (procs.some((p) => p.child.exitCode !== null))
+      throw new Error(
+        `an adv exec ended while waiting for ${what}:\n${procs.map((p) => p.out()).join('\n---\n')}`,
+      );
     if (Date.now() > end)
       throw new Error(`timed out waiting for ${what}:\n${procs.map((p) => p.out()).join('\n---\n')}`);
     await sleep(20);
@@ -150,10 +154,17 @@ async function commit(r: Round, src: string, run: string, n: number): Promise<nu
 }
 
 /** Seconds from starting `n` processes of attempt 2 to the last one's workload start. */
-async function restore(r: Round, run: string, n: number, mode: string): Promise<number> {
+async function restore(r: Round, run: string, n: number, mode: string, attempt: number): Promise<number> {
   const marks = Array.from({ length: n }, (_, k) => join(r.dir, `${run}-${mode}-${n}-started-${k}`));
   const t0 = Date.now();
-  const procs = gang(r, run, n, mode, (k) => `date +%s%3N > ${marks[k]}; test -d "$ADV_CKPT_DIR/${STEP}"`, 2);
+  const procs = gang(
+    r,
+    run,
+    n,
+    mode,
+    (k) => `date +%s%3N > ${marks[k]}; test -d "$ADV_CKPT_DIR/${STEP}"`,
+    attempt,
+  );
   try {
     const codes = await Promise.all(procs.map((p) => p.done));
     if (codes.some((c) => c !== 0))
@@ -170,6 +181,7 @@ async function restore(r: Round, run: string, n: number, mode: string): Promise<
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'adv-bench-gang-'));
   const s3 = await startS3('gang');
+  Object.assign(process.env, s3.env); // the SDK's default credential chain reads them here
   try {
     const src = join(dir, 'src');
     await mkdir(src);
@@ -187,9 +199,10 @@ async function main(): Promise<void> {
       const one = await commit(r, src, 'one', 1);
       const two = await commit(r, src, 'two', 2);
       commitRows.push([`${kind}://, ${gib} GiB in ${FILES} files`, one, two, one / two]);
-      const single = await restore(r, 'two', 1, 'per-process');
-      const shared = await restore(r, 'two', 2, 'shared');
-      const perProcess = await restore(r, 'two', 2, 'per-process');
+      // Each a new attempt of the run, as a resume is.
+      const single = await restore(r, 'two', 1, 'per-process', 2);
+      const shared = await restore(r, 'two', 2, 'shared', 3);
+      const perProcess = await restore(r, 'two', 2, 'per-process', 4);
       restoreRows.push([`${kind}://`, single, shared, shared / single, perProcess, perProcess / single]);
       await rm(round, { recursive: true, force: true });
     }

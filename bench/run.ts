@@ -21,6 +21,7 @@ const BENCHES: Record<string, string> = {
   tpu: './tpu.ts',
   vastai: './vastai.ts',
   agent: './agent.ts',
+  gang: './gang.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
