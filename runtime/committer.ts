@@ -10,6 +10,9 @@ import { missingInStore, readParts, unionOfParts, type CheckpointPart } from './
 import { workerHeartbeatKey, type Heartbeat } from './heartbeat.js';
 import type { ObjectStore } from './store/types.js';
 
+/** A step waiting longer than this for another process's part is said in the log, once. */
+export const SLOW_PARTS_MS = 60_000;
+
 export interface CommitterOptions {
   store: ObjectStore;
   run: string;
@@ -25,6 +28,7 @@ export class GangCommitter {
   private readonly waiting = new Map<number, number>();
   private readonly missing = new Map<number, number[]>();
   private polling: Promise<void> = Promise.resolve();
+  private readonly warned = new Set<number>();
 
   constructor(private readonly o: CommitterOptions) {}
 
@@ -55,6 +59,12 @@ export class GangCommitter {
       const parts = await readParts(this.o.store, { ...this.o, step });
       const missing = parts.flatMap((p, k) => (p ? [] : [k]));
       this.missing.set(step, missing);
+      if (missing.length && Date.now() - this.waiting.get(step)! > SLOW_PARTS_MS && !this.warned.has(step)) {
+        this.warned.add(step);
+        this.o.log(
+          `checkpoint ${step} waits for the parts of process${missing.length > 1 ? 'es' : ''} ${missing.join(', ')}: a step commits once every process has written its part (a process that writes no checkpoint keeps every step from committing)`,
+        );
+      }
       if (missing.length === 0) await this.commit(step, parts as CheckpointPart[]);
     }
   }

@@ -199,7 +199,8 @@ spec:
     await start({
       'runs/resume.yaml': runYaml(
         'resume',
-        `if [ "$TPU_WORKER_ID" = 0 ]; then exec python3 train.py --steps 60 --ckpt-every 10 --step-sleep 0.02 --hold-at 20 --hold-file ${hold}; else true; fi`,
+        // Every worker trains and checkpoints: a step commits once each has written its part.
+        `exec python3 train.py --steps 60 --ckpt-every 10 --step-sleep 0.02 --hold-at 20 --hold-file ${hold}`,
       ),
     });
     await passUntil(

@@ -6,6 +6,7 @@
  * the same parameters as a run that was never interrupted.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,13 +110,33 @@ async function attempt(url: string, name: string, n: number, steps: number): Pro
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+      // A gang that hangs (a rank waiting on one that is gone) fails the test instead of holding it.
+      const job = join(tmp, name, `p${k}`);
+      const limit = setTimeout(() => {
+        out += `\n(test: no end after ${ATTEMPT_MS / 1000} s; killed)`;
+        child.kill('SIGKILL');
+        killWorkload(job);
+      }, ATTEMPT_MS);
       return new Promise<string>((resolve, reject) =>
-        child.on('close', (code) =>
-          code === 0 ? resolve(out) : reject(new Error(`process ${k} exited ${code}:\n${out}`)),
-        ),
+        child.on('close', (code) => {
+          clearTimeout(limit);
+          killWorkload(job);
+          if (code === 0) resolve(out);
+          else reject(new Error(`process ${k} exited ${code}:\n${out}`));
+        }),
       );
     }),
   );
+}
+
+/** Kills what is left of a workload's process group (adv exec died before it could). */
+function killWorkload(job: string): void {
+  try {
+    const { childPid } = JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number };
+    process.kill(-childPid, 'SIGKILL');
+  } catch {
+    // no record, or already gone
+  }
 }
 
 const finalOf = (out: string) => /final ([0-9a-f]{16})/.exec(out)?.[1];
