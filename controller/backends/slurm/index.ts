@@ -148,7 +148,9 @@ export class SlurmBackend implements Backend {
       // The secrets file goes before anything else runs; srun passes the environment on.
       SOURCE_SECRETS,
       'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-      `export ADV_COORDINATOR_ADDRESS="$first:${port}" ADV_NUM_PROCESSES="$SLURM_NTASKS"`,
+      // The first node's address as SLURM reaches it (NodeAddr): a node name need not resolve.
+      `addr=$(scontrol show node "$first" 2>/dev/null | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)`,
+      `export ADV_COORDINATOR_ADDRESS="\${addr:-$first}:${port}" ADV_NUM_PROCESSES="$SLURM_NTASKS"`,
       `srun --kill-on-bad-exit=1 sh -c ${shellQuote(TASK)} &`,
       'child=$!',
       `trap 'scancel --signal=${signal} "$SLURM_JOB_ID" || echo "adv: cannot pass the stop notice on to the job step" >&2' USR1`,

@@ -63,7 +63,10 @@ for p in $(cat "$FAKE_OUT/tasks"); do kill -s "$sig" -- -"$p"; done
 `;
 
 const FAKE_SCONTROL = `#!/bin/sh
-printf 'n1\\nn2\\n'
+case "$2" in
+hostnames) printf 'n1\\nn2\\n' ;;
+node) echo "NodeName=$3 Arch=x86_64 CoresPerSocket=1"; echo "   NodeAddr=10.1.0.\${3#n} NodeHostName=$3 Version=22.05.8" ;;
+esac
 `;
 
 const ctx = {
@@ -181,7 +184,7 @@ describe('slurm: what a two-node job launches', () => {
       expect(s.env).toMatchObject({
         ADV_PROCESS_ID: String(k),
         ADV_NUM_PROCESSES: '2',
-        ADV_COORDINATOR_ADDRESS: 'n1:29500',
+        ADV_COORDINATOR_ADDRESS: '10.1.0.1:29500', // n1's NodeAddr
         ADV_LOCAL_PROCESS_ID: '0',
         ADV_LOCAL_PROCESS_COUNT: '1',
         ADV_LOCAL_DEVICE_COUNT: '0',
