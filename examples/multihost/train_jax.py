@@ -10,7 +10,8 @@ AdventureTime backend.
   store mode) or ADV_CKPT_DIR (a directory every process sees, in shared mode). Orbax writes every
   process's shards and commits (commit_success.txt, rename); adv exec uploads or indexes the step
   and writes the manifest once every process's part is there.
-- On SIGTERM (adv exec's stop signal) all processes agree on a step, save it, and exit.
+- On SIGTERM (adv exec's stop signal) all processes agree on a step, save it, and exit with
+  128 + SIGTERM, as a killed process would: exit 0 would say the work is done.
 - The update is elementwise, so the final parameters are bit-identical however the run was
   interrupted and on however many processes it resumed; process 0 prints `final-params <sha256>`.
 
@@ -20,6 +21,7 @@ Under adv exec:   adv exec --store file:///tmp/store --run demo -- python train_
 import argparse
 import hashlib
 import os
+import signal
 import sys
 
 from common import Hold, Stop, contract
@@ -91,7 +93,7 @@ def main():
         if stopping:
             print(f"process {k}: stopping at step {step}", flush=True)
             mngr.close()
-            sys.exit(0)
+            sys.exit(128 + signal.SIGTERM)  # as a killed process would: the work is not done
     mngr.close()
     full = np.asarray(multihost_utils.process_allgather(w, tiled=True)) if n > 1 else np.asarray(w)
     if k == 0:

@@ -10,12 +10,14 @@ that keeps its progress on every AdventureTime backend — with or without a sha
   still sees the tmp dir after rank 0 renamed it: in a shared dir rank 0's rename is the one, in a
   per-process dir each rank renames its own. adv exec uploads each rank's files and writes the
   manifest once every rank's part is there; at restore every rank gets the whole step.
-- On SIGTERM (adv exec's stop signal) all ranks agree on a step, save it, and exit.
+- On SIGTERM (adv exec's stop signal) all ranks agree on a step, save it, and exit with
+  128 + SIGTERM, as a killed process would: exit 0 would say the work is done.
 - Process 0 prints `final-params <sha256>`; bit-identical however the run was interrupted.
 """
 import argparse
 import hashlib
 import os
+import signal
 import sys
 
 import torch
@@ -92,7 +94,7 @@ def main():
         if stopping:
             print(f"rank {rank}: stopping at step {step}", flush=True)
             dist.destroy_process_group()
-            sys.exit(0)
+            sys.exit(128 + signal.SIGTERM)  # as a killed process would: the work is not done
     gathered = w.full_tensor()
     if rank == 0:
         digest = hashlib.sha256(gathered.numpy().tobytes()).hexdigest()
