@@ -129,6 +129,26 @@ export class GangCommitter {
     }
   }
 
+  /**
+   * At the very end: waits until every other process has said it ended (its last heartbeat), or
+   * `deadline`. Process 0 ending last makes "process 0 ended" mean "the gang ended" for a backend
+   * that judges the attempt by it (and then removes what the others run on).
+   */
+  async awaitOthersEnded(deadline: number, pollMs = 250): Promise<void> {
+    for (let said = false; Date.now() < deadline; said = true) {
+      const ended = await this.ended();
+      if (ended.size >= this.o.processes - 1) return;
+      if (!said) this.o.log(`waiting for the other processes to end: process 0 ends last`);
+      await sleep(Math.min(pollMs, Math.max(0, deadline - Date.now())));
+    }
+    const ended = await this.ended();
+    const left = Array.from({ length: this.o.processes - 1 }, (_, i) => i + 1).filter((k) => !ended.has(k));
+    if (left.length)
+      this.o.log(
+        `process${left.length > 1 ? 'es' : ''} ${left.join(', ')} had not ended when process 0's time to finish ran out`,
+      );
+  }
+
   /** Processes whose last heartbeat says they ended. */
   private async ended(): Promise<Set<number>> {
     const out = new Set<number>();

@@ -78,7 +78,7 @@ export async function awaitRestore(
       throw new Error(
         `process 0 did not record which checkpoint to restore within ${Math.round(o.timeoutMs / 1000)} s (no ${store.url}${key}): is process 0 running? (--restore-wait SECONDS)`,
       );
-    await sleep(Math.min(o.pollMs ?? 500, Math.max(0, deadline - Date.now())), undefined, {
+    await sleep(Math.min(o.pollMs ?? 200, Math.max(0, deadline - Date.now())), undefined, {
       ...(o.signal ? { signal: o.signal } : {}),
     });
   }

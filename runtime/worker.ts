@@ -94,6 +94,7 @@ export class Worker {
   private restored: RestoreResult | undefined;
   private waitingForRestore = false;
   private finishedAt: string | undefined;
+  private started = false;
   private logBuf: Buffer[] = [];
   private logBytes = 0;
   private logPart = 0;
@@ -201,6 +202,7 @@ export class Worker {
 
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
   async start(): Promise<void> {
+    this.started = true;
     this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);
     this.logTimer.unref();
     if (this.finder instanceof DirStepFinder) {
@@ -398,6 +400,9 @@ export class Worker {
     await step(`shipping its output to ${url}`, this.flushLogs());
     if (this.committer)
       await step(`the other processes' parts of its last checkpoint`, this.committer.settle(deadline));
+    // Process 0 ends last (once the others' workloads ran: not when it failed before they could).
+    if (this.committer && this.started)
+      await step(`the end of the other processes`, this.committer.awaitOthersEnded(deadline - 1000));
     if (!this.primary) {
       this.finishedAt = new Date().toISOString();
       return void (await step(`a last heartbeat to ${url}`, this.heartbeat(), small()));

@@ -13,11 +13,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { bundleExec } from '../runtime/bundle.js';
-import { stepPrefix, type CheckpointManifest } from '../runtime/checkpoint.js';
+import { stepPrefix, uploadCheckpoint, type CheckpointManifest } from '../runtime/checkpoint.js';
 import { partKey, type CheckpointPart } from '../runtime/gang.js';
 import type { Heartbeat } from '../runtime/heartbeat.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
+import { S3Store } from '../runtime/store/s3.js';
 import { removeTree } from './helpers/io.js';
+import { startS3 } from './helpers/s3.js';
 import { waitFor } from './helpers/wait.js';
 
 /** One step of these tests (start two adv execs and their workloads, restore, commit) on a busy machine. */
@@ -424,6 +426,24 @@ describe('a multi-host attempt commits as a gang', () => {
     },
     4 * STEP_MS,
   );
+  it(
+    'an old single-process checkpoint (its manifest names no processes) restores on every rank',
+    async () => {
+      const t = await newStore('old-manifest');
+      const src = join(tmp, 'old-manifest-src');
+      for (const [p, c] of Object.entries(unionOf(10))) {
+        await mkdir(src, { recursive: true });
+        await writeFile(join(src, p), c);
+      }
+      const m = await uploadCheckpoint(t.store, { run: t.run, step: 10, attempt: 1, dir: src });
+      expect(m.processes).toBeUndefined();
+      const b = new Attempt(t, 2, 2, 'per-process');
+      await b.start();
+      for (const r of await b.reports()) expect(r, b.out()).toMatchObject({ latest: 10, files: unionOf(10) });
+      expect(await b.stop()).toEqual([0, 0]);
+    },
+    3 * STEP_MS,
+  );
 });
 
 describe('the restore barrier', () => {
@@ -452,6 +472,28 @@ describe('the restore barrier', () => {
       expect(after.waitingForRestore).toBeUndefined();
     },
     4 * STEP_MS,
+  );
+
+  it(
+    'process 0 ends last: its adv exec waits for the other processes to end, so its end is the gang’s',
+    async () => {
+      const t = await newStore('ends-last');
+      const a = new Attempt(t, 2, 1, 'per-process');
+      // Rank 0's workload is done at once; rank 1's when the test says so.
+      await a.start(undefined, {
+        argv: ['sh', '-c', '[ "$RANK" = 0 ] || while [ ! -f "$CTRL/release" ]; do sleep 0.05; done'],
+      });
+      const [p0, p1] = [a.procs.get(0)!, a.procs.get(1)!];
+      await a.until('process 0 to wait for process 1', () =>
+        p0.out().includes('waiting for the other processes to end'),
+      );
+      expect(p0.gone()).toBe(false);
+      expect(await t.store.head('runs/mh/attempts/1/exit.json')).toBeUndefined();
+      await a.tell('release');
+      expect([await p0.done, await p1.done], a.out()).toEqual([0, 0]);
+      expect(await t.store.head('runs/mh/attempts/1/exit.json')).toBeDefined();
+    },
+    3 * STEP_MS,
   );
 
   it('process 1 gives up after --restore-wait when process 0 never records its choice, and runs nothing', async () => {
@@ -500,6 +542,53 @@ describe('store mode: the workload writes straight to the store', () => {
       expect(b.procs.get(0)!.out()).toContain('checkpoint 20 in the store was never committed');
       expect(await readdir(ckpt)).not.toContain('20');
       expect(await b.stop()).toEqual([0, 0]);
+    },
+    4 * STEP_MS,
+  );
+
+  it(
+    'over S3: a step the framework wrote straight into the store, commit_success.txt last, is committed by the gang',
+    async () => {
+      const s3 = await startS3();
+      try {
+        const url = s3.url('store-mode');
+        const t = {
+          store: new S3Store({
+            bucket: s3.bucket,
+            prefix: 'store-mode',
+            endpoint: s3.endpoint,
+            forcePathStyle: true,
+            credentials: {
+              accessKeyId: s3.env.AWS_ACCESS_KEY_ID!,
+              secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY!,
+            },
+          }),
+          url,
+          run: 'mh',
+          name: 's3-store',
+        };
+        const a = new Attempt(t, 2, 1, 'store', s3.env);
+        // The workload only reports its ADV_CKPT_URI; the test writes the step as Orbax would on GCS.
+        const report =
+          'printf \'{"rank":%s,"latest":null,"files":{},"env":{"ADV_CKPT_URI":"%s"}}\' "$RANK" "$ADV_CKPT_URI" > "$CTRL/.r$RANK" && mv "$CTRL/.r$RANK" "$CTRL/report-$RANK.json"; while [ ! -f "$CTRL/stop" ]; do sleep 0.05; done';
+        await a.start(undefined, { argv: ['sh', '-c', report] });
+        for (const r of await a.reports()) expect(r.env.ADV_CKPT_URI).toBe(`${t.store.url}runs/mh/ckpt/`);
+        const step = stepPrefix(t.run, 10);
+        for (const k of [0, 1]) await t.store.put(`${step}default/ocdbt.process_${k}/d/x`, `shard ${k}`);
+        await t.store.put(`${step}default/manifest.ocdbt`, 'merged');
+        await t.store.put(`${step}commit_success.txt`, '');
+        const m = await a.until('step 10 committed', () => manifest(t.store, t.run, 10));
+        expect(m).toMatchObject({ processes: 2 });
+        expect(m.files.map((f) => f.path)).toEqual([
+          'commit_success.txt',
+          'default/manifest.ocdbt',
+          'default/ocdbt.process_0/d/x',
+          'default/ocdbt.process_1/d/x',
+        ]);
+        expect(await a.stop(), a.out()).toEqual([0, 0]);
+      } finally {
+        await s3.stop();
+      }
     },
     4 * STEP_MS,
   );
