@@ -56,6 +56,14 @@ spec:
     c = await Controller.create({ repo: wt.dir, dataDir, pollIntervalMs: 300 });
     await c.init();
     const st = () => c!.runStatus('orbax')?.status;
+    /** A failed wait with what the jobs said: the status, SLURM's output files, the workloads' logs. */
+    const explain = (e: Error): never => {
+      const out = execFileSync('sh', [
+        '-c',
+        `tail -n 30 ${cluster.tmp}/root/work/*/slurm-*.out; for f in $(find ${dataDir}/store/runs/orbax/attempts -path '*logs/part-*' | sort); do echo "== $f"; tail -n 15 $f; done; true`,
+      ]);
+      throw new Error(`${e.message}\nstatus: ${JSON.stringify(st())}\n${out.toString()}`);
+    };
     // The attempt running now (an earlier one may have been lost to the machine, not to the test).
     const cur = () => st()?.attempts.at(-1);
     await passUntil(
@@ -63,14 +71,7 @@ spec:
       'checkpoint 10 committed by both processes',
       () => cur()?.phase === 'Running' && (cur()?.lastStep ?? 0) >= 10,
       Number(process.env.MH_WAIT_MS ?? 300_000),
-    ).catch(async (e: Error) => {
-      // What the job said: SLURM's output file and each process's adv exec log.
-      const out = execFileSync('sh', [
-        '-c',
-        `tail -n 40 ${cluster.tmp}/root/work/*/slurm-*.out ${cluster.tmp}/root/work/*/*.log ${cluster.tmp}/root/work/*/proc-*/*.log 2>&1 || true`,
-      ]);
-      throw new Error(`${e.message}\nstatus: ${JSON.stringify(st())}\n${out.toString()}`);
-    });
+    ).catch(explain);
     const store = join(dataDir, 'store');
     const ten = await manifestAt(store, 'orbax', 10);
     expect(ten?.processes).toBe(2);
@@ -88,12 +89,14 @@ spec:
     const stopped = cur()!.n;
     execFileSync('scancel', ['--batch', '--signal=USR1', cur()!.jobId!]);
     const nth = (n: number) => st()?.attempts.find((a) => a.n === n);
-    await passUntil(c, `attempt ${stopped} ended`, () => nth(stopped)?.phase !== 'Running', 180_000);
+    await passUntil(c, `attempt ${stopped} ended`, () => nth(stopped)?.phase !== 'Running', 180_000).catch(
+      explain,
+    );
     await rm(hold);
-    await passUntil(c, 'resumed and finished', () => st()?.phase === 'Succeeded', 300_000);
+    await passUntil(c, 'resumed and finished', () => st()?.phase === 'Succeeded', 300_000).catch(explain);
     const first = nth(stopped)!;
     const second = nth(stopped + 1)!;
-    expect(first).toMatchObject({ phase: 'Preempted' });
+    expect(first, JSON.stringify(first)).toMatchObject({ phase: 'Preempted' });
     // The step both processes stopped at (held at 12 until the notice) is the one resumed from.
     expect(first.lastStep).toBeGreaterThanOrEqual(12);
     expect(second).toMatchObject({ phase: 'Succeeded', startStep: first.lastStep, lastStep: 30 });

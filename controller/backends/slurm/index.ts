@@ -254,23 +254,42 @@ export class SlurmBackend implements Backend {
     } catch (e) {
       return unobservable(handles, 'Unreachable', (e as Error).message);
     }
-    return handles.map((h) => {
-      const j = infos.get(h.jobId);
-      if (!j)
-        return {
-          jobName: h.jobName,
-          jobId: h.jobId,
-          state: JobState.Lost,
-          reason: 'JobVanished',
-          message: `job ${h.jobId} is no longer known to SLURM`,
-        };
+    return this.withStopRecords(handles.map((h) => this.observed(h, infos.get(h.jobId))));
+  }
+
+  private observed(h: JobHandle, j: SlurmJobInfo | undefined): ObservedJob {
+    if (!j)
       return {
         jobName: h.jobName,
         jobId: h.jobId,
-        ...mapSlurmState(j),
-        ...(j.startTime ? { startedAt: j.startTime } : {}),
-        ...(j.endTime && j.state !== 'RUNNING' && j.state !== 'PENDING' ? { finishedAt: j.endTime } : {}),
+        state: JobState.Lost,
+        reason: 'JobVanished',
+        message: `job ${h.jobId} is no longer known to SLURM`,
       };
+    return {
+      jobName: h.jobName,
+      jobId: h.jobId,
+      ...mapSlurmState(j),
+      ...(j.startTime ? { startedAt: j.startTime } : {}),
+      ...(j.endTime && j.state !== 'RUNNING' && j.state !== 'PENDING' ? { finishedAt: j.endTime } : {}),
+    };
+  }
+
+  /**
+   * SLURM calls a job FAILED when its workload exited 128+signal after a stop notice (USR1 before
+   * the time limit, `scancel --signal`): adv exec's exit record in the job dir says it was
+   * preempted, which is what the attempt was — it resumes, and it does not count as a failure.
+   */
+  private async withStopRecords(observed: ObservedJob[]): Promise<ObservedJob[]> {
+    const failed = observed.filter((o) => o.state === JobState.Failed);
+    if (!failed.length) return observed;
+    const records = await this.host
+      .observe(failed.map((o) => ({ backend: this.name, jobName: o.jobName, jobId: o.jobId })))
+      .catch(() => [] as ObservedJob[]);
+    const stopped = new Map(records.filter((r) => r.state === JobState.Preempted).map((r) => [r.jobName, r]));
+    return observed.map((o) => {
+      const r = o.state === JobState.Failed ? stopped.get(o.jobName) : undefined;
+      return r ? { ...o, state: JobState.Preempted, reason: r.reason, message: r.message ?? o.message } : o;
     });
   }
 
