@@ -21,20 +21,10 @@ import { restoreLatest, uploadCheckpoint } from '../runtime/checkpoint.js';
 import { FileStore } from '../runtime/store/file.js';
 import { partSizeFor, S3Store } from '../runtime/store/s3.js';
 import { startS3 } from '../test/helpers/s3.js';
-import { table } from './lib.js';
+import { table, writeRandom } from './lib.js';
 
 const MiB = 2 ** 20;
 const TOTAL = Number(process.env.BENCH_CKPT_MIB ?? 1024) * MiB;
-
-async function writeRandom(path: string, size: number): Promise<void> {
-  const out = createWriteStream(path);
-  const chunk = randomBytes(4 * MiB);
-  for (let left = size; left > 0; left -= chunk.length) {
-    if (!out.write(left >= chunk.length ? chunk : chunk.subarray(0, left)))
-      await new Promise<void>((r) => out.once('drain', () => r()));
-  }
-  await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
-}
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();

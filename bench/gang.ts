@@ -12,34 +12,22 @@
  *
  * Stores: file:// on this machine's disk, and S3 (s3rver on loopback). BENCH_GANG_MIB sets the size.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { execFileSync } from 'node:child_process';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { startS3 } from '../test/helpers/s3.js';
-import { table } from './lib.js';
+import { table, writeRandom } from './lib.js';
 
 const BUNDLE = fileURLToPath(new URL('../dist/adv-exec.mjs', import.meta.url));
 const MiB = 2 ** 20;
 const TOTAL = Number(process.env.BENCH_GANG_MIB ?? 2048) * MiB;
 const FILES = 16;
 const STEP = 20;
-
-async function writeRandom(path: string, size: number): Promise<void> {
-  const out = createWriteStream(path);
-  const chunk = randomBytes(4 * MiB);
-  for (let left = size; left > 0; left -= chunk.length) {
-    if (!out.write(left >= chunk.length ? chunk : chunk.subarray(0, left)))
-      await new Promise<void>((r) => out.once('drain', () => r()));
-  }
-  await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
-}
 
 interface Proc {
   child: ChildProcess;

@@ -1,5 +1,7 @@
 /** Small helpers shared by the benchmarks: timing, child-process isolation, tables, cleanup. */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { killTree } from '../test/helpers/fake-tpu-nodes.js';
 import { localJobPids } from '../test/helpers/job-pids.js';
@@ -68,4 +70,15 @@ export const PASSES_ONLY = {
  */
 export async function stopLocalJobs(dataDir: string): Promise<void> {
   await killTree(await localJobPids(dataDir));
+}
+
+/** Writes `size` random bytes to `path` (a checkpoint's data stands in: incompressible). */
+export async function writeRandom(path: string, size: number): Promise<void> {
+  const out = createWriteStream(path);
+  const chunk = randomBytes(4 * 2 ** 20);
+  for (let left = size; left > 0; left -= chunk.length) {
+    if (!out.write(left >= chunk.length ? chunk : chunk.subarray(0, left)))
+      await new Promise<void>((r) => out.once('drain', () => r()));
+  }
+  await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
 }

@@ -9,7 +9,7 @@
  * process killed with SIGKILL while its node is being created leaves exactly one node, which the
  * restarted controller adopts and runs on.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -19,28 +19,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { FILE_STORAGE, TRAIN } from './helpers/backends.js';
+import { FILE_STORAGE, gcloudAvailable, TRAIN } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { startSshd, type Sshd } from './helpers/sshd.js';
 import { jobPids } from './helpers/job-pids.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
-/** The real gcloud and sshd: in CI they must be there; elsewhere the test is skipped, loudly. */
-function gcloudAvailable(): boolean {
-  let ok = haveSshd();
-  try {
-    execFileSync('gcloud', ['--version'], { stdio: 'ignore' });
-  } catch {
-    ok = false;
-  }
-  if (!ok && process.env.CI) throw new Error('the gcp-tpu test needs gcloud and openssh-server in CI');
-  if (!ok) console.warn('SKIPPING the gcp-tpu test: it needs the Cloud SDK (gcloud) and openssh-server');
-  return ok;
-}
-
-const available = gcloudAvailable();
+const available = gcloudAvailable('the gcp-tpu test');
 const PROJECT = 'adv-test-project';
 const ZONE_A = 'us-central2-b';
 const ZONE_B = 'us-central1-a';

@@ -10,37 +10,25 @@
  * - torch DCP with no shared disk at all (`checkpoint.mode: per-process`): each worker uploads its
  *   own rank's file, process 0 commits the union, and each rank gets the whole step back.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE, gcloudAvailable } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeTpuApi } from './helpers/fake-tpu-api.js';
 import { captureIo } from './helpers/io.js';
 import { jobPids } from './helpers/job-pids.js';
 import { finalParams, manifestAt, multihostFiles, referenceParams, type Job } from './helpers/multihost.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { startSshd, type Sshd } from './helpers/sshd.js';
 import { passUntil as passesUntil } from './helpers/wait.js';
 
-function gcloudAvailable(): boolean {
-  let ok = haveSshd();
-  try {
-    execFileSync('gcloud', ['--version'], { stdio: 'ignore' });
-  } catch {
-    ok = false;
-  }
-  if (!ok && process.env.CI) throw new Error('the multi-host TPU test needs gcloud and openssh-server in CI');
-  if (!ok)
-    console.warn('SKIPPING the multi-host TPU test: it needs the Cloud SDK (gcloud) and openssh-server');
-  return ok;
-}
-
-const available = gcloudAvailable() && pythonAvailable('the multi-host TPU checkpoint tests');
+const available =
+  gcloudAvailable('the multi-host TPU checkpoint tests') &&
+  pythonAvailable('the multi-host TPU checkpoint tests');
 const PROJECT = 'adv-test-project';
 const ZONE = 'us-central2-b';
 const WORKERS = Array.from({ length: 6 }, (_, i) => `127.0.0.${i + 20}`);

@@ -13,23 +13,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
 import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/multihost.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
-function k8sAvailable(): boolean {
-  const ok = canRunFakeK8s();
-  if (!ok && process.env.CI)
-    throw new Error('the multi-host volcano test needs kubectl and root (unshare) in CI');
-  if (!ok)
-    console.warn('SKIPPING the multi-host volcano test: it needs kubectl and root (unshare --mount --uts)');
-  return ok;
-}
-
-const available = k8sAvailable() && pythonAvailable('the multi-host volcano checkpoint test');
+const available =
+  k8sAvailable('the multi-host volcano checkpoint test') &&
+  pythonAvailable('the multi-host volcano checkpoint test');
 const NS = 'default';
 const ARGS = ['--steps', '30', '--ckpt-every', '5'];
 

@@ -25,21 +25,12 @@ import { Controller } from '../controller/controller.js';
 import { CAPACITY_TTL_MS } from '../controller/loop/observer.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { TRAIN } from './helpers/backends.js';
-import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
-/** The real kubectl, and root for the fake kubelet's namespaces: in CI they must be there. */
-function k8sAvailable(): boolean {
-  const ok = canRunFakeK8s();
-  if (!ok && process.env.CI)
-    throw new Error('the volcano test needs kubectl on PATH and root (unshare --mount) in CI');
-  if (!ok) console.warn('SKIPPING the volcano test: it needs kubectl and root (unshare --mount --uts)');
-  return ok;
-}
-
-const available = k8sAvailable();
+const available = k8sAvailable('the volcano test');
 const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
 const NS = 'default';
 

@@ -102,3 +102,19 @@ export function useSlurmCluster(prefix: string): {
     defer: (fn) => void deferred.push(fn),
   };
 }
+
+/**
+ * Whether the gcp-tpu tests can run here: the real gcloud (the Cloud SDK) and sshd. In CI they must:
+ * a missing piece throws; elsewhere the test is skipped with a warning that says why.
+ */
+export function gcloudAvailable(what: string): boolean {
+  let ok = haveSshd();
+  try {
+    execFileSync('gcloud', ['--version'], { stdio: 'ignore' });
+  } catch {
+    ok = false;
+  }
+  if (!ok && process.env.CI) throw new Error(`${what} needs gcloud and openssh-server in CI`);
+  if (!ok) console.warn(`SKIPPING ${what}: it needs the Cloud SDK (gcloud) and openssh-server`);
+  return ok;
+}

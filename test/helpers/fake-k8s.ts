@@ -133,6 +133,18 @@ export function canRunFakeK8s(): boolean {
   return canRun;
 }
 
+/**
+ * Whether the volcano tests can run here (the real kubectl, and root for the fake kubelet's
+ * namespaces). In CI they must: a missing piece throws; elsewhere the test is skipped, loudly.
+ */
+export function k8sAvailable(what: string): boolean {
+  const ok = canRunFakeK8s();
+  if (!ok && process.env.CI)
+    throw new Error(`${what} needs kubectl on PATH and root (unshare --mount) in CI`);
+  if (!ok) console.warn(`SKIPPING ${what}: it needs kubectl and root (unshare --mount --uts)`);
+  return ok;
+}
+
 interface Route {
   def: ResourceDef;
   ns?: string;
