@@ -194,6 +194,8 @@ spec:
       'checkpoint 20 committed on the TPU',
       () =>
         st('resume')?.attempts[0]?.phase === 'Running' && (st('resume')?.attempts[0]?.lastStep ?? 0) >= 20,
+      // Both workers start, restore (worker 1 after worker 0's record) and write their part.
+      300_000,
     );
     const id = st('resume')!.attempts[0]!.jobId!;
     const zone = api.nodes().find((n) => n.id === id)!.zone;

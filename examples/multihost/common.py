@@ -24,6 +24,14 @@ class Stop:
     def _on(self, *_):
         self.requested = 1
 
+    def exit_code(self):
+        """After a stop: 128 + SIGTERM where the notice arrived (as a killed process would: the
+        attempt is Preempted and resumes), 0 where the process stopped only because the others
+        agreed to. A gang ends as its signalled processes say; and a non-zero exit of any other
+        process would end the whole gang at once (Volcano's PodFailed → TerminateJob, srun's
+        --kill-on-bad-exit) while process 0 may still be committing the last step."""
+        return 128 + signal.SIGTERM if self.requested else 0
+
 
 class Hold:
     """--hold-file F --hold-at N: from step N on, wait while F exists. The decision to hold, to go

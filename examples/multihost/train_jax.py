@@ -11,7 +11,8 @@ AdventureTime backend.
   process's shards and commits (commit_success.txt, rename); adv exec uploads or indexes the step
   and writes the manifest once every process's part is there.
 - On SIGTERM (adv exec's stop signal) all processes agree on a step, save it, and exit with
-  128 + SIGTERM, as a killed process would: exit 0 would say the work is done.
+  128 + SIGTERM if this process got the signal (as a killed process would: the work is not
+  done), 0 if it stopped only because the others agreed to (see common.Stop.exit_code).
 - The update is elementwise, so the final parameters are bit-identical however the run was
   interrupted and on however many processes it resumed; process 0 prints `final-params <sha256>`.
 
@@ -21,7 +22,6 @@ Under adv exec:   adv exec --store file:///tmp/store --run demo -- python train_
 import argparse
 import hashlib
 import os
-import signal
 import sys
 
 from common import Hold, Stop, contract
@@ -93,7 +93,7 @@ def main():
         if stopping:
             print(f"process {k}: stopping at step {step}", flush=True)
             mngr.close()
-            sys.exit(128 + signal.SIGTERM)  # as a killed process would: the work is not done
+            sys.exit(stop.exit_code())
     mngr.close()
     full = np.asarray(multihost_utils.process_allgather(w, tiled=True)) if n > 1 else np.asarray(w)
     if k == 0:

@@ -11,13 +11,13 @@ that keeps its progress on every AdventureTime backend — with or without a sha
   per-process dir each rank renames its own. adv exec uploads each rank's files and writes the
   manifest once every rank's part is there; at restore every rank gets the whole step.
 - On SIGTERM (adv exec's stop signal) all ranks agree on a step, save it, and exit with
-  128 + SIGTERM, as a killed process would: exit 0 would say the work is done.
+  128 + SIGTERM if this process got the signal (as a killed process would: the work is not
+  done), 0 if it stopped only because the others agreed to (see common.Stop.exit_code).
 - Process 0 prints `final-params <sha256>`; bit-identical however the run was interrupted.
 """
 import argparse
 import hashlib
 import os
-import signal
 import sys
 
 import torch
@@ -94,7 +94,7 @@ def main():
         if stopping:
             print(f"rank {rank}: stopping at step {step}", flush=True)
             dist.destroy_process_group()
-            sys.exit(128 + signal.SIGTERM)  # as a killed process would: the work is not done
+            sys.exit(stop.exit_code())
     gathered = w.full_tensor()
     if rank == 0:
         digest = hashlib.sha256(gathered.numpy().tobytes()).hexdigest()
