@@ -56,7 +56,7 @@ export const gcpTpuSettings = {
         Type.String({
           pattern: '^/[^\\s]*$',
           description:
-            'A directory every worker sees at this path (a Filestore or NFS mount the runtime image or `setup` provides): multi-host jobs get one checkpoint dir for all processes, `<sharedMount>/<run>/<attempt>` (`checkpoint.mode: shared`, what Orbax needs). Without it a job checkpoints to the object store (`store`) or per process.',
+            'A directory every worker sees at this path (a Filestore or NFS mount the runtime image or `setup` provides): multi-host jobs get one checkpoint dir for all processes, `<sharedMount>/<run>/<attempt>` (`checkpoint.mode: shared`, what Orbax needs). Without it each worker checkpoints per process (`per-process`), or to the object store when the Run declares `checkpoint.mode: store`.',
         }),
       ),
       readyTimeoutSec: optional(

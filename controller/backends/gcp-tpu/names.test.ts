@@ -65,7 +65,7 @@ describe('workerJob', () => {
       ADV_COORDINATOR_ADDRESS: '10.0.0.2:8476',
       ADV_LOCAL_PROCESS_ID: '0',
       ADV_LOCAL_PROCESS_COUNT: '1',
-      ADV_CKPT_MODE: 'store',
+      ADV_CKPT_MODE: 'per-process', // auto never takes the store (a plain-dir workload would never commit)
       ADV_STOP_SIGNAL: 'SIGTERM',
       ADV_OWN_JOB_DIR: '1',
     });

@@ -48,10 +48,12 @@ export const TPU_TRAITS: BackendTraits = {
     spec.gcpTpu?.preemptible === true ||
     spec.capabilities?.preemptible === true,
   // Each worker VM has a disk of its own: one dir for all is the declared mount, or the store.
+  // `auto` never takes the store: a plain-dir workload (rename or COMMITTED) would write there and
+  // never finish a step, since in store mode only the framework's commit marker does.
   checkpointModes: (spec) => [
     ...(spec.gcpTpu?.sharedMount ? [CheckpointMode.Shared] : []),
-    CheckpointMode.Store,
     CheckpointMode.PerProcess,
+    CheckpointMode.Store,
   ],
   howToOffer: {
     [CheckpointMode.Shared]:
