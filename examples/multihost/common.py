@@ -1,5 +1,6 @@
 """What both multi-host examples share: the distributed contract adv exec exports, a collective
 stop decision, and a hold knob for tests and demos. Standard library only."""
+import argparse
 import os
 import signal
 import time
@@ -50,3 +51,13 @@ class Hold:
             if not held:
                 return False
             time.sleep(0.05)
+
+
+def parse_args():
+    """The examples' flags: how long to train, how often to save, and the hold knob."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--ckpt-every", type=int, default=5)
+    p.add_argument("--hold-file", help="from --hold-at on, wait while this file exists")
+    p.add_argument("--hold-at", type=int, default=0)
+    return p.parse_args()

@@ -19,12 +19,11 @@ AdventureTime backend.
 Alone:            python train_jax.py --steps 40
 Under adv exec:   adv exec --store file:///tmp/store --run demo -- python train_jax.py
 """
-import argparse
 import hashlib
 import os
 import sys
 
-from common import Hold, Stop, contract
+from common import Hold, Stop, contract, parse_args
 
 k, n, coordinator = contract()
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
@@ -57,12 +56,7 @@ def update(w, step):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--ckpt-every", type=int, default=5)
-    p.add_argument("--hold-file")
-    p.add_argument("--hold-at", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args()
 
     stop = Stop()
     hold = Hold(args.hold_file, args.hold_at, reduce_max)

@@ -15,7 +15,6 @@ that keeps its progress on every AdventureTime backend — with or without a sha
   done), 0 if it stopped only because the others agreed to (see common.Stop.exit_code).
 - Process 0 prints `final-params <sha256>`; bit-identical however the run was interrupted.
 """
-import argparse
 import hashlib
 import os
 import sys
@@ -26,7 +25,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from common import Hold, Stop
+from common import Hold, Stop, parse_args
 
 SHAPE = (256, 256)
 
@@ -54,12 +53,7 @@ def save(ckpt, step, w):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--ckpt-every", type=int, default=5)
-    p.add_argument("--hold-file")
-    p.add_argument("--hold-at", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args()
 
     stop = Stop()
     dist.init_process_group("gloo")
