@@ -37,6 +37,7 @@ interface Proc {
 
 function advExec(args: string[], env: NodeJS.ProcessEnv): Proc {
   const child = spawn(process.execPath, [BUNDLE, ...args], {
+    // A gang needs a coordinator address; these workloads are shell, nothing listens or dials it.
     env: { ...process.env, ADV_COORDINATOR_ADDRESS: '127.0.0.1:1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
