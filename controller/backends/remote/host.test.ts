@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -23,10 +23,11 @@ import { killTree } from '../../../test/helpers/fake-tpu-nodes.js';
 class ShellTransport implements RemoteTransport {
   readonly where = 'test@localhost:22';
   commands = 0;
+  constructor(private readonly env: NodeJS.ProcessEnv = process.env) {}
   exec(argv: readonly string[], opts: { input?: Buffer | string } = {}): Promise<ExecResult> {
     this.commands++;
     return new Promise((resolve, reject) => {
-      const p = spawn('sh', ['-c', shellJoin(argv)], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const p = spawn('sh', ['-c', shellJoin(argv)], { stdio: ['pipe', 'pipe', 'pipe'], env: this.env });
       const out: Buffer[] = [];
       let err = '';
       p.stdout.on('data', (b: Buffer) => out.push(b));
@@ -172,6 +173,33 @@ describe('RemoteHost over a shell transport', () => {
       reason: 'Cancelled',
     });
   }, 120_000);
+
+  it('reads a job that ended between its two looks (no exit record, then a dead pid) as ended, not lost', async () => {
+    // adv exec writes exit.json and exits; both land after the script found no exit.json and
+    // before `kill -0`. A `cat` that, asked for the pid, writes the record first makes it certain.
+    const bin = join(tmp, 'racy-bin');
+    await mkdir(bin);
+    await writeFile(
+      join(bin, 'cat'),
+      `#!/bin/sh\ncase "$1" in */pid) printf '{"exitCode":0,"reason":"Completed","startedAt":"","finishedAt":""}' > "$(dirname "$1")/exit.json";; esac\nexec /bin/cat "$@"\n`,
+      { mode: 0o755 },
+    );
+    const dir = join(tmp, 'root', 'work', 'adv-racy-1');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'pid'), '2147483646\n');
+    const racy = new RemoteHost({
+      transport: new ShellTransport({ ...process.env, PATH: `${bin}:${process.env.PATH}` }),
+      paths: { root: join(tmp, 'root') },
+      code: {
+        treeOf: async () => 't',
+        payload: async () => Buffer.alloc(0),
+        extractTo: async () => undefined,
+      },
+      logger: pino({ level: 'silent' }),
+    });
+    const [o] = await racy.observe([{ backend: 'h', jobName: 'adv-racy-1', jobId: '2147483646' }]);
+    expect(o).toMatchObject({ state: 'Succeeded', exitCode: 0 });
+  });
 
   it('says a job whose processes vanished without a record is lost', async () => {
     const pid = await host.launch(job('adv-vanish-1', ['sleep', '30']));

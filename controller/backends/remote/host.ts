@@ -55,11 +55,16 @@ for j in "$@"; do
   printf '%s/%s\\t%s\\n' "$w" "$j" "$(cat "$j/pid")"
 done`;
 
-/** Per job dir: `exit` + exit.json, `running` + exec.json, `starting`, `gone` or `missing`. */
+/**
+ * Per job dir: `exit` + exit.json, `running` + exec.json, `starting`, `gone` or `missing`. exit.json
+ * is looked for again after a dead pid: adv exec writes it, then exits, and both can happen between
+ * the first look and `kill -0` (a clean end would read as `gone`, i.e. lost).
+ */
 const OBSERVE = `for d in "$@"; do
   printf '%s\\t' "$(basename "$d")"
   if [ -f "$d/exit.json" ]; then printf 'exit\\t'; tr -d '\\n' < "$d/exit.json"
   elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then if [ -f "$d/exec.json" ]; then printf 'running\\t'; tr -d '\\n' < "$d/exec.json"; else printf 'starting'; fi
+  elif [ -f "$d/exit.json" ]; then printf 'exit\\t'; tr -d '\\n' < "$d/exit.json"
   elif [ -d "$d" ]; then printf 'gone'
   else printf 'missing'; fi
   echo
