@@ -72,6 +72,8 @@ export interface WorkerOptions {
    * store already), so a test can kill adv exec between the two. Set by `$ADV_EXEC_HOLD_PART`.
    */
   holdPartWhile?: string;
+  /** What says which steps are finished, where not the default for `ckptMode` (tests). */
+  finder?: StepFinder;
 }
 
 /** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
@@ -99,7 +101,9 @@ export class Worker {
   private logBytes = 0;
   private logPart = 0;
   private logFlushing: Promise<void> = Promise.resolve();
-  private scanning = false;
+  /** The scan under way: scans run one at a time (see `scan`). */
+  private scanning: Promise<void> | undefined;
+  private heartbeating: Promise<void> = Promise.resolve();
   private readonly settleMs: number;
   private readonly finder: StepFinder;
   private readonly committer: GangCommitter | undefined;
@@ -107,17 +111,19 @@ export class Worker {
   constructor(private readonly o: WorkerOptions) {
     this.settleMs = o.settleMs ?? 200;
     const overS3 = this.mode === CkptMode.Store && !o.store.url.startsWith('file:');
-    this.finder = overS3
-      ? new StoreStepFinder(o.store, o.run)
-      : new DirStepFinder(o.ckptDir, {
-          settleMs: this.settleMs,
-          // In the store a step is written in place: only the framework's marker says it is done.
-          ...(this.mode === CkptMode.Store
-            ? { commitMode: 'marker' as const }
-            : o.commitMode
-              ? { commitMode: o.commitMode }
-              : {}),
-        });
+    this.finder =
+      o.finder ??
+      (overS3
+        ? new StoreStepFinder(o.store, o.run)
+        : new DirStepFinder(o.ckptDir, {
+            settleMs: this.settleMs,
+            // In the store a step is written in place: only the framework's marker says it is done.
+            ...(this.mode === CkptMode.Store
+              ? { commitMode: 'marker' as const }
+              : o.commitMode
+                ? { commitMode: o.commitMode }
+                : {}),
+          }));
     this.committer =
       this.primary && this.n > 1
         ? new GangCommitter({
@@ -250,7 +256,17 @@ export class Worker {
     return this.logFlushing;
   }
 
-  private async heartbeat(): Promise<void> {
+  /**
+   * Writes a heartbeat after the one before it: puts of one key that overlap may land in any
+   * order, and a stale one landing last would take back what the newer said (a committed step, or
+   * `finishedAt`, on which process 0 decides that a process wrote its last part).
+   */
+  private heartbeat(): Promise<void> {
+    this.heartbeating = this.heartbeating.then(() => this.writeHeartbeat());
+    return this.heartbeating;
+  }
+
+  private async writeHeartbeat(): Promise<void> {
     const awaiting = this.committer?.awaiting;
     const body: Heartbeat = {
       time: new Date().toISOString(),
@@ -283,17 +299,25 @@ export class Worker {
     setTimeout(() => void this.scan(false), delayMs).unref();
   }
 
-  /** Finds finished step dirs and queues their upload. */
+  /**
+   * Finds finished step dirs and queues their upload. A periodic scan while one is under way is
+   * dropped; the final scan waits for it: a step that scan already took as finished is not in the
+   * upload queue until it returns, and a final scan beside it would not see the step (it is
+   * reported once), so adv exec could end, and say it ended, before that step's upload.
+   */
   private async scan(final: boolean, workloadExitedOnItsOwn = false): Promise<void> {
     if (this.scanning && !final) return;
-    this.scanning = true;
-    try {
-      for (const step of await this.finder.finished(final, workloadExitedOnItsOwn)) this.queue(step);
-    } catch (e) {
-      this.o.log(`warning: cannot look for finished checkpoints: ${(e as Error).message}`);
-    } finally {
-      this.scanning = false;
-    }
+    while (this.scanning) await this.scanning;
+    const run = (async () => {
+      try {
+        for (const step of await this.finder.finished(final, workloadExitedOnItsOwn)) this.queue(step);
+      } catch (e) {
+        this.o.log(`warning: cannot look for finished checkpoints: ${(e as Error).message}`);
+      }
+    })();
+    this.scanning = run;
+    await run;
+    if (this.scanning === run) this.scanning = undefined;
   }
 
   private queue(step: number): void {
