@@ -19,7 +19,7 @@ import { Controller } from '../controller/controller.js';
 import { FILE_STORAGE, gcloudAvailable } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeTpuApi } from './helpers/fake-tpu-api.js';
 import { captureIo } from './helpers/io.js';
-import { jobPids } from './helpers/job-pids.js';
+import { jobOutputs, jobPids } from './helpers/job-pids.js';
 import { finalParams, manifestAt, multihostFiles, referenceParams, type Job } from './helpers/multihost.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -122,7 +122,6 @@ spec:
     await rm(hold);
     await passUntil('resumed and finished', () => st()?.phase === 'Succeeded');
     const [first, second] = st()!.attempts;
-    expect(second).toMatchObject({ phase: 'Succeeded', startStep: first!.lastStep, lastStep: 30 });
     const logs = async (worker: number) => {
       const io = captureIo({ ...process.env }, tmp);
       const code = await runCli(
@@ -132,7 +131,14 @@ spec:
       expect(code, io.err()).toBe(0);
       return io.out();
     };
-    return { first: first!, store, zero: await logs(0), one: await logs(1) };
+    const [zero, one] = [await logs(0), await logs(1)];
+    const said = await jobOutputs(join(tmp, 'tpu-root', 'work'), (d) => d.includes(run));
+    expect(second, `attempt 2's status; what adv exec said on each worker:\n${said}`).toMatchObject({
+      phase: 'Succeeded',
+      startStep: first!.lastStep,
+      lastStep: 30,
+    });
+    return { first: first!, store, zero, one };
   }
 
   it('JAX + Orbax through the declared shared mount: preempted, resumed on a new node, bit-identical', async () => {

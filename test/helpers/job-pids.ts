@@ -28,3 +28,21 @@ export async function localJobPids(dataDir: string): Promise<number[]> {
     pids.push(...(await jobPids(join(dataDir, 'local', backend, 'jobs'))));
   return pids;
 }
+
+/**
+ * Every job's `output.log` under `workDir` (what `adv exec` itself said, beside the workload), job
+ * by job: what a failed multi-host assertion prints, since the store's logs hold the workload's only.
+ */
+export async function jobOutputs(
+  workDir: string,
+  keep: (job: string) => boolean = () => true,
+): Promise<string> {
+  const out: string[] = [];
+  for (const d of (await readdir(workDir).catch(() => [])).sort()) {
+    if (!keep(d)) continue;
+    out.push(
+      `--- ${d}/output.log\n${await readFile(join(workDir, d, 'output.log'), 'utf8').catch(() => '(none)')}`,
+    );
+  }
+  return out.join('\n');
+}
