@@ -11,6 +11,7 @@ import type { ObjectStore } from '../../runtime/store/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { CheckpointMode } from './checkpoint-mode.js';
 import type { SshConnection, SshTransport } from './ssh/transport.js';
+import type { TpuSlice } from './tpu-slice.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */
 export interface JobRequest {
@@ -266,7 +267,25 @@ export interface BackendTraits {
   checkpointModes?(spec: BackendObject['spec']): CheckpointMode[];
   /** How a Backend of this type would offer a mode it does not offer now: the fix a refusal says. */
   howToOffer?: Partial<Record<CheckpointMode, string>>;
+  /**
+   * The GPU types a job can get here, from the Backend spec: `capabilities.gpuTypes` and what the
+   * type's own settings name (SLURM partitions, a Vast.ai `gpuName`, Kubernetes node selectors).
+   * `[]`: it declares none, so a run that names a type does not land here. `undefined`: any type a
+   * run names (a marketplace rents what is asked). Absent: `capabilities.gpuTypes`
+   * (`declaredGpuTypes`). The solver learns GPU types only from this and from `capacity()`.
+   */
+  gpuTypes?(spec: BackendObject['spec']): string[] | undefined;
+  /**
+   * The TPU slice a job gets here, from the Backend spec (its accelerator type, `tpu-slice.ts`);
+   * undefined when the spec names none. Only for types with `tpus: true`.
+   */
+  tpuSlice?(spec: BackendObject['spec']): TpuSlice | undefined;
 }
+
+/** The GPU types a Backend declares in `capabilities.gpuTypes`: the default of `gpuTypes`. */
+export const declaredGpuTypes = (spec: BackendObject['spec']): string[] => [
+  ...(spec.capabilities?.gpuTypes ?? []),
+];
 
 /**
  * A backend type's settings block in `Backend.spec`, named like the type (`slurm:`, `gcpTpu:`, …).
@@ -305,6 +324,7 @@ export const ONE_HOST_TRAITS: BackendTraits = {
   tpus: false,
   reportsCapacity: false,
   jobNameMax: 63,
+  gpuTypes: declaredGpuTypes,
 };
 
 export interface BackendDescriptor<

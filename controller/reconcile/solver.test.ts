@@ -328,6 +328,83 @@ describe('solve', () => {
     });
   });
 
+  describe('TPU type and chips', () => {
+    const tpu = (name: string, acceleratorType: string, chips?: number) =>
+      b(name, {
+        type: 'gcp-tpu',
+        gcpTpu: {
+          project: 'p-12345',
+          zone: 'us-central2-b',
+          acceleratorType,
+          ...(chips !== undefined ? { chips } : {}),
+        },
+      });
+    const slices = [tpu('v4-32', 'v4-32'), tpu('v4-16', 'v4-16'), tpu('v5e-8', 'v5litepod-8')];
+    it.each<[string, RunSpec['resources'], readonly BackendInfo[], string | undefined, RegExp]>([
+      [
+        'v5litepod-8 never lands on v4-32: another generation',
+        { tpuType: 'v5litepod-8' },
+        [tpu('big', 'v4-32')],
+        undefined,
+        /^big: has v4-32 \(TPU v4, 16 chips\), run needs v5litepod-8 \(TPU v5e, 8 chips\)$/,
+      ],
+      [
+        'the type picks its slice among several',
+        { tpuType: 'v5litepod-8', tpus: 8 },
+        slices,
+        'v5e-8',
+        /^v4-16: has v4-16 \(TPU v4, 8 chips\), run needs v5litepod-8 \(TPU v5e, 8 chips\); v4-32: .*; v5e-8: chosen$/,
+      ],
+      [
+        'same generation, other size: v4 counts cores, 2 a chip',
+        { tpuType: 'v4-16' },
+        [tpu('a', 'v4-32'), tpu('b', 'v4-16')],
+        'b',
+        /^a: has v4-32 \(TPU v4, 16 chips\), run needs v4-16 \(TPU v4, 8 chips\); b: chosen$/,
+      ],
+      ['v5e names an alias of v5litepod', { tpuType: 'v5e-8' }, slices, 'v5e-8', /v5e-8: chosen$/],
+      [
+        'chips per host: a v4 host has 4, a v5litepod-8 host 8',
+        { tpus: 8 },
+        slices,
+        'v5e-8',
+        /^v4-16: has 4 TPU chips per host \(v4-16 \(TPU v4, 8 chips\)\), run needs 8; v4-32: has 4 TPU chips per host .*; v5e-8: chosen$/,
+      ],
+      [
+        "hosts: the slice's hosts all run the job",
+        { tpus: 4, nodes: 4 },
+        slices,
+        'v4-32',
+        /^v4-16: has 2 TPU hosts \(v4-16 \(TPU v4, 8 chips\)\), run needs 4; v4-32: chosen/,
+      ],
+      [
+        'gcpTpu.chips overrides the chips per host',
+        { tpus: 8, tpuType: 'v4-16' },
+        [tpu('a', 'v4-16'), tpu('b', 'v4-16', 8)],
+        'b',
+        /^a: has 4 TPU chips per host \(v4-16 \(TPU v4, 8 chips\)\), run needs 8; b: chosen$/,
+      ],
+      [
+        'a type not known here matches only itself',
+        { tpuType: 'v9x-64' },
+        [tpu('a', 'v4-16'), tpu('b', 'v9x-64')],
+        'b',
+        /^a: has v4-16 \(TPU v4, 8 chips\), run needs v9x-64 \(TPU v9x\); b: chosen$/,
+      ],
+      [
+        'a TPU run never lands on a GPU backend',
+        { tpuType: 'v5litepod-8' },
+        [b('slurm-a'), tpu('v5e-8', 'v5litepod-8')],
+        'v5e-8',
+        /^slurm-a: has no TPUs \(type slurm\); v5e-8: chosen$/,
+      ],
+    ])('%s', (_title, resources, backends, expected, why) => {
+      const d = solve(run({ resources: resources ?? {} }), backends, [], T0);
+      expect(d.backend).toBe(expected);
+      expect(d.why).toMatch(why);
+    });
+  });
+
   it('says when no backend is defined that the selector allows', () => {
     expect(solve(run({ backendSelector: { allowed: ['x'] } }), fleet, [], T0)).toEqual({
       why: 'no backend is defined that the selector allows',

@@ -4,7 +4,7 @@
  *
  * 1. Candidates: `backendSelector.order` if given, else every backend by priority (then name).
  * 2. Hard filters against what each backend declares (and, for GPUs on a host, what it reports):
- *    allowed/forbidden, clusters, usable adapter, preemptible capacity, TPUs, GPUs per node, GPU
+ *    allowed/forbidden, clusters, usable adapter, preemptible capacity, TPUs (type, chips, hosts), GPUs per node, GPU
  *    type alternatives, nodes, the declared checkpoint mode, VRAM, RAM, CUDA. What a backend's type can do comes from its
  *    descriptor's traits; the solver never asks for a type by name.
  * 3. Soft order: a backend that just preempted or failed this run (cool-down, SkyPilot's "eager
@@ -15,6 +15,7 @@
  *    fits); with no such candidate it waits.
  */
 import { modeRefusal } from '../backends/checkpoint-mode.js';
+import { describeTpuSlice, parseTpuType, tpuSliceMismatch, type TpuSlice } from '../backends/tpu-slice.js';
 import type { BackendTraits, Capacity } from '../backends/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
@@ -75,8 +76,12 @@ interface Ask {
   sel: NonNullable<RunSpec['backendSelector']>;
   cons: NonNullable<NonNullable<RunSpec['backendSelector']>['constraints']>;
   tpus: number;
+  /** The TPU slice the run names (`resources.tpuType`). */
+  tpuType?: TpuSlice;
   gpus: number;
   nodes: number;
+  /** `resources.nodes` as the run gives it (a TPU slice's hosts must match it then). */
+  nodesGiven?: number;
   /** Acceptable GPU types; empty when any type will do. */
   types: string[];
   preemptible: boolean;
@@ -91,8 +96,10 @@ function askOf(spec: RunSpec): Ask {
     sel,
     cons: sel.constraints ?? {},
     tpus: res.tpus ?? 0,
+    ...(res.tpuType ? { tpuType: parseTpuType(res.tpuType) } : {}),
     gpus: res.gpus ?? 0,
     nodes: res.nodes ?? 1,
+    ...(res.nodes !== undefined ? { nodesGiven: res.nodes } : {}),
     types: types.length === 0 || types.includes('any') ? [] : types,
     preemptible: spec.policy?.preemptible === true,
   };
@@ -215,8 +222,8 @@ function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
   if (!b.usable) return b.why ?? 'not usable';
   if ((b.traits.preemptible?.(b.spec) ?? caps.preemptible) && !ask.preemptible)
     return 'preemptible capacity (set policy.preemptible: true to allow)';
-  if (ask.tpus && !b.traits.tpus) return `has no TPUs (type ${b.spec.type})`;
-  if (gpus > 0 && b.traits.tpus) return `has TPUs, not GPUs (type ${b.spec.type})`;
+  const tpu = tpuShortfall(b, ask);
+  if (tpu) return tpu;
   const hostGpus = hostGpuList(b.capacity);
   const perNode = caps.gpus ?? (hostGpus ? hostGpus.length : undefined);
   if (gpus > 0 && perNode !== undefined && perNode < gpus)
@@ -230,6 +237,26 @@ function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
       ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
       : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`;
   return modeRefusal(ask.spec, b.traits, b.spec) ?? hardwareShortfall(b, cons);
+}
+
+/**
+ * Why a backend's TPUs do not fit the run: the type (generation and chips, `tpu-slice.ts`), the
+ * chips per host (a TPU VM gives the job every chip it has) and the hosts (each runs the job).
+ */
+function tpuShortfall(b: BackendInfo, ask: Ask): string | undefined {
+  const wants = ask.tpus > 0 || ask.tpuType !== undefined;
+  if (!b.traits.tpus) return wants ? `has no TPUs (type ${b.spec.type})` : undefined;
+  if (ask.gpus > 0) return `has TPUs, not GPUs (type ${b.spec.type})`;
+  const slice = b.traits.tpuSlice?.(b.spec);
+  if (!slice)
+    return wants ? `declares no TPU accelerator type, run needs ${ask.tpuType?.type ?? 'TPUs'}` : undefined;
+  const type = ask.tpuType && tpuSliceMismatch(ask.tpuType, slice);
+  if (type) return type;
+  if (ask.tpus && slice.chipsPerHost !== undefined && slice.chipsPerHost !== ask.tpus)
+    return `has ${slice.chipsPerHost} TPU chips per host (${describeTpuSlice(slice)}), run needs ${ask.tpus}`;
+  if (ask.nodesGiven !== undefined && slice.hosts !== undefined && slice.hosts !== ask.nodesGiven)
+    return `has ${slice.hosts} TPU host${slice.hosts === 1 ? '' : 's'} (${describeTpuSlice(slice)}), run needs ${ask.nodesGiven}`;
+  return undefined;
 }
 
 /** What the selector's hardware constraints (VRAM, RAM, CUDA) find missing, or undefined. */

@@ -6,6 +6,7 @@
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import { attemptSubdir, CheckpointMode, execModeEnv, launchMode, offeredModes } from '../checkpoint-mode.js';
 import { dnsLabelOf, labelValue } from '../names.js';
+import { parseTpuType } from '../tpu-slice.js';
 import type { BackendTraits, JobRequest } from '../types.js';
 
 export { labelValue };
@@ -43,6 +44,9 @@ export const TPU_TRAITS: BackendTraits = {
   tpus: true,
   reportsCapacity: false,
   jobNameMax: 63,
+  // The node is created with this accelerator type: the slice every job here gets.
+  tpuSlice: (spec) =>
+    spec.gcpTpu ? parseTpuType(spec.gcpTpu.acceleratorType, spec.gcpTpu.chips) : undefined,
   preemptible: (spec) =>
     spec.gcpTpu?.spot === true ||
     spec.gcpTpu?.preemptible === true ||
