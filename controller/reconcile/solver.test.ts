@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { descriptorFor } from '../backends/registry.js';
+import { BACKENDS, descriptorFor } from '../backends/registry.js';
 import type { Capacity } from '../backends/types.js';
 import type { Backend, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
@@ -403,6 +404,116 @@ describe('solve', () => {
       expect(d.backend).toBe(expected);
       expect(d.why).toMatch(why);
     });
+  });
+
+  describe('GPU types, from each descriptor (traits.gpuTypes)', () => {
+    const vast = (name: string, vastai: Record<string, unknown> = {}, caps = {}) =>
+      b(name, { type: 'vastai', vastai: { apiKeySecret: 'VAST_KEY', ...vastai }, capabilities: caps });
+    const kube = (name: string, nodeSelector?: Record<string, string>, caps = {}) =>
+      b(name, {
+        type: 'volcano',
+        volcano: { namespace: 'ml', image: 'i', ...(nodeSelector ? { nodeSelector } : {}) },
+        capabilities: caps,
+      });
+    const agent = (name: string, caps = {}) =>
+      b(name, { type: 'agent', agent: { tokenSecret: 'AGENT_TOKEN' }, capabilities: caps });
+    const slurm = (name: string, slurmSettings: Record<string, unknown>) =>
+      b(name, { type: 'slurm', slurm: slurmSettings } as Partial<Backend['spec']>);
+    it.each<[string, string, readonly BackendInfo[], string | undefined, RegExp]>([
+      [
+        "slurm: a partition's gpuType",
+        'A100',
+        [
+          slurm('a', { partitions: [{ name: 'gpu', gpuType: 'h100' }] }),
+          slurm('b', { partitions: [{ name: 'gpu', gpuType: 'a100' }] }),
+        ],
+        'b',
+        /^a: has h100 GPUs, run accepts A100; b: chosen$/,
+      ],
+      [
+        'slurm: a type gresMapping maps (default is not a type)',
+        'L40S',
+        [slurm('a', { gresMapping: { default: 'gpu' } }), slurm('b', { gresMapping: { L40S: 'gpu:l40s' } })],
+        'b',
+        /^a: declares no GPU types \(capabilities.gpuTypes\), run accepts L40S; b: chosen$/,
+      ],
+      [
+        'vastai: gpuName limits the rentals, spelled as Vast spells it',
+        'RTX4090',
+        [vast('a', { gpuName: 'H100_SXM' }), vast('b', { gpuName: 'RTX_4090' })],
+        'b',
+        /^a: has h100_sxm\/h100 sxm GPUs, run accepts RTX4090; b: chosen$/,
+      ],
+      [
+        'vastai: a family name covers the names Vast lists for it',
+        'RTX_A6000',
+        [vast('a', { gpuName: 'A6000' })],
+        'a',
+        /^a: chosen$/,
+      ],
+      [
+        'vastai: without gpuName the marketplace rents what the run names',
+        'H200',
+        [vast('a')],
+        'a',
+        /^a: chosen$/,
+      ],
+      [
+        'vastai: capabilities.gpuTypes limits it too',
+        'H200',
+        [vast('a', {}, { gpuTypes: ['H100'] }), vast('b')],
+        'b',
+        /^a: has h100 GPUs, run accepts H200; b: chosen$/,
+      ],
+      [
+        'volcano: the GPU product a node selector pins',
+        'H100',
+        [
+          kube('a', { 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB' }),
+          kube('b', { 'cloud.google.com/gke-accelerator': 'nvidia-h100-80gb' }),
+        ],
+        'b',
+        /^a: has nvidia-a100-sxm4-80gb GPUs, run accepts H100; b: chosen$/,
+      ],
+      [
+        'volcano: other node labels name no GPU type',
+        'H100',
+        [
+          kube('a', { 'node.kubernetes.io/instance-type': 'h100-box' }),
+          kube('b', undefined, { gpuTypes: ['H100'] }),
+        ],
+        'b',
+        /^a: declares no GPU types \(capabilities.gpuTypes\), run accepts H100; b: chosen$/,
+      ],
+      [
+        'agent: its capabilities',
+        'H100',
+        [agent('a', { gpuTypes: ['RTX4090'] }), agent('b', { gpuTypes: ['H100'] })],
+        'b',
+        /^a: has rtx4090 GPUs, run accepts H100; b: chosen$/,
+      ],
+      [
+        'ssh: its capabilities',
+        '4090',
+        [
+          b('a', { type: 'ssh', capabilities: { gpuTypes: ['A100'] } }),
+          b('b', { type: 'ssh', capabilities: { gpuTypes: ['RTX 4090'] } }),
+        ],
+        'b',
+        /^a: has a100 GPUs, run accepts 4090; b: chosen$/,
+      ],
+    ])('%s', (_title, gpuType, backends, expected, why) => {
+      const d = solve(run({ resources: { gpus: 1, gpuType } }), backends, [], T0);
+      expect(d.backend).toBe(expected);
+      expect(d.why).toMatch(why);
+    });
+  });
+
+  it("never reads a backend type's own settings: its descriptor's traits say what it offers", () => {
+    const source = readFileSync(new URL('./solver.ts', import.meta.url), 'utf8');
+    const blocks = BACKENDS.flatMap((d) => (d.settings ? [d.settings.block] : []));
+    expect(blocks).toContain('slurm');
+    for (const block of blocks) expect(source).not.toMatch(new RegExp(`spec\\??\\.${block}\\b`));
   });
 
   it('says when no backend is defined that the selector allows', () => {

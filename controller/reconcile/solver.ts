@@ -16,7 +16,7 @@
  */
 import { modeRefusal } from '../backends/checkpoint-mode.js';
 import { describeTpuSlice, parseTpuType, tpuSliceMismatch, type TpuSlice } from '../backends/tpu-slice.js';
-import type { BackendTraits, Capacity } from '../backends/types.js';
+import { declaredGpuTypes, type BackendTraits, type Capacity } from '../backends/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
 import { EndClass } from './classify.js';
@@ -231,10 +231,10 @@ function excluded(b: BackendInfo, ask: Ask): string | null | undefined {
   const maxNodes = caps.nodes ?? (b.traits.multiNode ? undefined : 1);
   if (nodes > 1 && maxNodes !== undefined && maxNodes < nodes)
     return `spans ${maxNodes} node${maxNodes === 1 ? '' : 's'}, run needs ${nodes}`;
-  const offered = gpuTypesOf(b);
-  if (gpus > 0 && types.length && !types.some((t) => offered.has(t.toLowerCase())))
-    return offered.size
-      ? `has ${[...offered].join('/')} GPUs, run accepts ${types.join('|')}`
+  const offered = gpus > 0 && types.length ? gpuTypesOf(b) : undefined;
+  if (offered && !types.some((t) => offered.keys.has(gpuKey(t))))
+    return offered.names.length
+      ? `has ${offered.names.join('/')} GPUs, run accepts ${types.join('|')}`
       : `declares no GPU types (capabilities.gpuTypes), run accepts ${types.join('|')}`;
   return modeRefusal(ask.spec, b.traits, b.spec) ?? hardwareShortfall(b, cons);
 }
@@ -314,15 +314,29 @@ function hostVramGiB(cap: Capacity | undefined): number | undefined {
   return list ? Math.min(...list.map((g) => g.memoryTotalMiB / 1024)) : undefined;
 }
 
-function gpuTypesOf(b: BackendInfo): Set<string> {
-  const out = new Set<string>();
-  for (const t of b.spec.capabilities?.gpuTypes ?? []) out.add(t.toLowerCase());
-  for (const p of b.spec.slurm?.partitions ?? []) if (p.gpuType) out.add(p.gpuType.toLowerCase());
-  for (const p of b.capacity?.partitions ?? []) if (p.gpuType !== 'any') out.add(p.gpuType.toLowerCase());
-  // nvidia-smi names: "NVIDIA H100 80GB HBM3" offers "h100".
-  for (const g of hostGpuList(b.capacity) ?? [])
-    for (const word of g.name.split(/[\s-]+/)) if (/\d/.test(word)) out.add(word.toLowerCase());
-  return out;
+/** `RTX_4090`, `rtx-4090` and `RTX 4090` are one GPU name: lower-case letters and digits only. */
+const gpuKey = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, '');
+
+/**
+ * The GPU types a backend offers: what its descriptor reads from its spec (`traits.gpuTypes`,
+ * never a type's settings read here) and what `capacity()` reported. `names` for the message;
+ * `keys` what a run's type is compared with: each whole name and each of its words with a digit
+ * (`NVIDIA H100 80GB HBM3` offers `h100`). Undefined: any type a run names.
+ */
+function gpuTypesOf(b: BackendInfo): { names: string[]; keys: Set<string> } | undefined {
+  const declared = b.traits.gpuTypes ? b.traits.gpuTypes(b.spec) : declaredGpuTypes(b.spec);
+  if (declared === undefined) return undefined;
+  const names = [
+    ...declared,
+    ...(b.capacity?.partitions ?? []).map((p) => p.gpuType).filter((t) => t !== 'any'),
+    ...(hostGpuList(b.capacity) ?? []).map((g) => g.name),
+  ].map((n) => n.toLowerCase());
+  const keys = new Set<string>();
+  for (const n of names) {
+    keys.add(gpuKey(n));
+    for (const word of n.split(/[\s_/-]+/)) if (/\d/.test(word)) keys.add(gpuKey(word));
+  }
+  return { names: [...new Set(names)], keys };
 }
 
 function totalGpus(b: BackendInfo): number {

@@ -12,6 +12,7 @@ import { SOURCE_SECRETS } from '../remote/bootstrap.js';
 import { CheckpointMode, execModeEnv, launchMode, stopSignalOf } from '../checkpoint-mode.js';
 import { sshHostOf, type RemoteHost } from '../remote/host.js';
 import {
+  declaredGpuTypes,
   JobState,
   unobservable,
   type AdapterDescriptor,
@@ -338,6 +339,12 @@ export const slurmBackend: AdapterDescriptor<'slurm', typeof slurmSettings> = {
     checkpointModes: () => [CheckpointMode.Shared, CheckpointMode.PerProcess],
     // SLURM takes long names; 63 keeps the names every earlier version gave (adoption finds them).
     jobNameMax: 63,
+    // The partitions' GPU types and the types `gresMapping` maps (its `default` is not a type).
+    gpuTypes: (spec) => [
+      ...declaredGpuTypes(spec),
+      ...(spec.slurm?.partitions ?? []).flatMap((p) => (p.gpuType ? [p.gpuType] : [])),
+      ...Object.keys(spec.slurm?.gresMapping ?? {}).filter((t) => t !== 'default'),
+    ],
   },
   create(spec, ctx) {
     return new SlurmBackend(spec.metadata.name, spec.spec, ctx);

@@ -5,8 +5,9 @@
  */
 import { Type } from '@sinclair/typebox';
 import { ENV_NAME, optional, strict } from '../../spec/schema-kit.js';
-import { ONE_HOST_TRAITS, type BackendDescriptor } from '../types.js';
+import { declaredGpuTypes, ONE_HOST_TRAITS, type BackendDescriptor } from '../types.js';
 import { VastBackend } from './adapter.js';
+import { vastGpuNames } from './query.js';
 
 /** The `vastai:` block (required for this type). */
 export const vastaiSettings = {
@@ -82,7 +83,16 @@ export const vastaiBackend: BackendDescriptor<'vastai', typeof vastaiSettings> =
   type: 'vastai',
   settings: vastaiSettings,
   needsConnection: false,
-  traits: ONE_HOST_TRAITS,
+  traits: {
+    ...ONE_HOST_TRAITS,
+    // `gpuName` (with the names Vast lists for it) limits the rentals; without it, or a declared
+    // `capabilities.gpuTypes`, the marketplace rents any type a run names (none fits: NoCapacity).
+    gpuTypes: (spec) => {
+      const name = spec.vastai?.gpuName;
+      const types = [...declaredGpuTypes(spec), ...(name ? [name, ...vastGpuNames(name)] : [])];
+      return types.length ? types : undefined;
+    },
+  },
   create(spec, ctx) {
     return new VastBackend(spec.metadata.name, spec.spec, ctx);
   },

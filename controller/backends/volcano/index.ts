@@ -13,7 +13,7 @@ import {
   strict,
   StringEnum,
 } from '../../spec/schema-kit.js';
-import type { AdapterDescriptor } from '../types.js';
+import { declaredGpuTypes, type AdapterDescriptor } from '../types.js';
 import { VolcanoBackend } from './adapter.js';
 import { VOLCANO_TRAITS } from './render.js';
 
@@ -161,12 +161,24 @@ export const volcanoSettings = {
   ),
 } as const;
 
+/**
+ * Node labels that name a GPU model: `nvidia.com/gpu.product` (GPU feature discovery),
+ * `cloud.google.com/gke-accelerator`, `k8s.amazonaws.com/accelerator`, `…/instance-gpu-name`.
+ */
+const GPU_LABEL = /(gpu[._-]?(product|type|name|model)|accelerator)$/i;
+
+/** The GPU types the pods can get: `capabilities.gpuTypes` and what the node selector pins. */
+function volcanoGpuTypes(spec: Parameters<typeof declaredGpuTypes>[0]): string[] {
+  const selected = Object.entries(spec.volcano?.nodeSelector ?? {}).filter(([k]) => GPU_LABEL.test(k));
+  return [...declaredGpuTypes(spec), ...selected.map(([, v]) => v)];
+}
+
 /** `volcano`: a gang scheduler, so it queues jobs until they fit and a job may span pods. */
 export const volcanoBackend: AdapterDescriptor<'volcano', typeof volcanoSettings> = {
   type: 'volcano',
   settings: volcanoSettings,
   needsConnection: false,
-  traits: VOLCANO_TRAITS,
+  traits: { ...VOLCANO_TRAITS, gpuTypes: volcanoGpuTypes },
   create(spec, ctx) {
     return new VolcanoBackend(spec.metadata.name, spec.spec, ctx);
   },
