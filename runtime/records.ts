@@ -22,6 +22,8 @@ export const ExitReason = {
   Signaled: 'Signaled',
   /** The command could not be started (not found, not executable). */
   StartFailed: 'StartFailed',
+  /** A setup step (Backend, Environment, Run, or the uv sync) failed; the workload never started. */
+  SetupFailed: 'SetupFailed',
 } as const;
 export type ExitReason = (typeof ExitReason)[keyof typeof ExitReason];
 

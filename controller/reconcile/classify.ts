@@ -11,10 +11,14 @@
  * | `UserError`      | non-zero exit, OOM, killed by a signal, command not found      | backoff, counts to maxAttempts |
  * | `Timeout`        | SLURM TIMEOUT/DEADLINE, `policy.maxHours`                      | new attempt; counts to        |
  * |                  |                                                               | maxAttempts only without progress |
+ * | `SetupFailed`    | a setup step failed on the host (adv exec's `SetupFailed`):   | new attempt at once, another  |
+ * |                  | the workload never started                                    | backend first; counts to      |
+ * |                  |                                                               | maxAttempts                   |
  * | `Cancelled`      | scancel by hand, `adv cancel`, spec deleted                   | never restarts                |
  * | `Stalled`        | never started: a secret or store credential is missing         | none until a person fixes it; |
  * |                  |                                                               | counts against nothing        |
  */
+import { ExitReason } from '../../runtime/records.js';
 import { JobState, type ObservedJob } from '../backends/types.js';
 
 export const EndClass = {
@@ -24,6 +28,11 @@ export const EndClass = {
   UserError: 'UserError',
   Timeout: 'Timeout',
   Cancelled: 'Cancelled',
+  /**
+   * A setup step (Backend, Environment or Run `setup`, a module, the uv sync) failed on the host
+   * and the workload never started: often host-specific, so the next attempt goes elsewhere first.
+   */
+  SetupFailed: 'SetupFailed',
   /** The attempt could not start for a reason only a person can fix; no budget, no backend health. */
   Stalled: 'Stalled',
 } as const;
@@ -58,6 +67,7 @@ export function classifyEnd(o: Pick<ObservedJob, 'state' | 'reason' | 'exitCode'
     case JobState.Lost:
       return EndClass.Infrastructure;
     case JobState.Failed:
+      if (o.reason === ExitReason.SetupFailed) return EndClass.SetupFailed;
       if (o.reason && TIMEOUT_REASONS.has(o.reason)) return EndClass.Timeout;
       if (o.reason && INFRA_REASONS.has(o.reason)) return EndClass.Infrastructure;
       return EndClass.UserError;

@@ -50,14 +50,17 @@ function classOf(a: Attempt): EndClass | undefined {
 const madeProgress = (a: Attempt) => a.lastStep !== undefined && a.lastStep > (a.startStep ?? -1);
 
 /**
- * Attempts that count against maxAttempts: user-code failures, and time-outs that made no
- * progress (a time-out after a new checkpoint is a long run going on, as submitit requeues it).
+ * Attempts that count against maxAttempts: user-code failures, failed setup steps (a step that
+ * fails on every backend ends the run), and time-outs that made no progress (a time-out after a
+ * new checkpoint is a long run going on, as submitit requeues it).
  */
 export const userFailures = (attempts: readonly Attempt[], from = 1) =>
   attempts.filter((a) => {
     if (a.n < from) return false;
     const c = classOf(a);
-    return c === EndClass.UserError || (c === EndClass.Timeout && !madeProgress(a));
+    return (
+      c === EndClass.UserError || c === EndClass.SetupFailed || (c === EndClass.Timeout && !madeProgress(a))
+    );
   }).length;
 
 /** Attempts ended by preemption or infrastructure: their own, generous cap (maxInfraAttempts). */
@@ -124,6 +127,9 @@ export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: 
       setReady(doc.status, e.class, now);
       if (madeProgress(a)) return timeoutAfterProgress(doc, a, e);
       break;
+    case EndClass.SetupFailed:
+      setReady(doc.status, e.class, now);
+      return setupFailure(doc, a, spec, e);
     case EndClass.UserError:
       setReady(doc.status, Reason.Error, now);
       break;
@@ -182,6 +188,33 @@ function timeoutAfterProgress(doc: RunStatusDoc, a: Attempt, e: AttemptEnd): voi
     Phase.Scheduling,
     'Timeout',
     `${where(a)} reached its time limit (${e.reason ?? 'TIMEOUT'}) after committing step ${a.lastStep}; a new attempt starts ${resumesFrom(doc.status)}`,
+  );
+}
+
+/**
+ * A setup step failed on the host (adv exec says which, with its exit code and last lines: the
+ * attempt's message). It counts against maxAttempts like a user error, but the next attempt starts
+ * at once, without backoff: the solver tries the backends where setup has not failed first.
+ */
+function setupFailure(doc: RunStatusDoc, a: Attempt, spec: RunSpec, e: AttemptEnd): void {
+  const st = doc.status;
+  const failures = userFailures(st.attempts, st.budgetFromAttempt);
+  const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
+  const step = e.message?.split('\n')[0]?.trim() || `a setup step exited ${a.exitCode ?? '?'}`;
+  if (failures >= max) {
+    setPhase(
+      doc,
+      Phase.Failed,
+      Reason.AttemptsExhausted,
+      `${where(a)}: ${step}; ${failures} of ${max} attempts failed`,
+    );
+    return;
+  }
+  setPhase(
+    doc,
+    Phase.Scheduling,
+    EndClass.SetupFailed,
+    `${where(a)}: ${step}; a new attempt starts on another backend where one fits (${failures} of ${max})`,
   );
 }
 

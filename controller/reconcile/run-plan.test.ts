@@ -202,6 +202,45 @@ describe('planRun', () => {
     expect(final.actions).toEqual([]);
   });
 
+  it('a failed setup step: the step in the status, the next attempt at once on another backend, counted', () => {
+    const spec: RunSpec = { ...base, policy: { maxAttempts: 2 } };
+    const said =
+      'setup step 2 of 3 (Environment cuda12@2): module load cuda/12 exited 1\n--- last lines ---\nLmod has detected the following error: The following module(s) are unknown: "cuda/12"';
+    const setupFailed = (jobName: string, jobId: string) =>
+      obs('Failed', { jobName, jobId, reason: 'SetupFailed', exitCode: 1, message: said });
+    const first = running(spec);
+    expect(first.status.attempts[0]?.backend).toBe('big');
+    const p = planRun(
+      { name: 'r', desired: desired(spec), current: first, observed: setupFailed('adv-r-1', '42') },
+      ctx(),
+    );
+    expect(p.doc!.status.attempts[0]).toMatchObject({
+      phase: 'Failed',
+      class: 'SetupFailed',
+      reason: 'SetupFailed',
+      exitCode: 1,
+      message: said,
+    });
+    expect(p.summary).toContain(
+      'attempt 1 on big: setup step 2 of 3 (Environment cuda12@2): module load cuda/12 exited 1; a new attempt starts on another backend where one fits (1 of 2)',
+    );
+    // No backoff, and not back to `big` (the higher priority) where the step fails.
+    expect(p.actions).toEqual([
+      { type: 'submit', run: 'r', attempt: 2, backend: 'local', jobName: 'adv-r-2' },
+    ]);
+    const doc = structuredClone(recordSubmitted(p.doc!, 2, '43', false).doc);
+    // It fails on `local` too: the second counted failure ends the run.
+    const last = planRun(
+      { name: 'r', desired: desired(spec), current: doc, observed: setupFailed('adv-r-2', '43') },
+      ctx({ now: T0 + 60_000 }),
+    );
+    expect(last.doc!.status).toMatchObject({ phase: 'Failed', reason: 'AttemptsExhausted' });
+    expect(last.doc!.status.message).toMatch(
+      /^attempt 2 on local: setup step 2 of 3 .*; 2 of 2 attempts failed$/,
+    );
+    expect(last.actions).toEqual([]);
+  });
+
   it('keeps a live attempt and marks Stale when the backend cannot be observed', () => {
     const p = planRun(
       {

@@ -232,6 +232,25 @@ describe('solve', () => {
       [ended(1, 'slurm-local', EndClass.Cancelled, 30)],
     ],
     [
+      'a backend where setup failed goes after the others, past the cool-down: a host lacks what the step needs',
+      run({ backendSelector: { order: ['slurm-local', 'ssh-local'] } }),
+      [b('slurm-local'), b('ssh-local', { type: 'ssh' })],
+      'ssh-local',
+      /^slurm-local: tried after the others: setup failed here \(attempt 1\); ssh-local: chosen$/,
+      [ended(1, 'slurm-local', EndClass.SetupFailed, 3600)],
+    ],
+    [
+      'setup failed on every backend: the order is theirs again',
+      run({ backendSelector: { order: ['slurm-local', 'ssh-local'] } }),
+      [b('slurm-local'), b('ssh-local', { type: 'ssh' })],
+      'slurm-local',
+      /^slurm-local: chosen \(setup failed here \(attempt 1\)\)/,
+      [
+        ended(1, 'slurm-local', EndClass.SetupFailed, 3600),
+        ended(2, 'ssh-local', EndClass.SetupFailed, 1800),
+      ],
+    ],
+    [
       'a degraded backend goes after the healthy ones',
       run({}),
       [b('a', { priority: 9 }, { degraded: '3 runs failed here in a row' }), b('b')],

@@ -345,7 +345,11 @@ function totalGpus(b: BackendInfo): number {
   return (b.spec.capabilities?.gpus ?? 0) * (b.spec.capabilities?.nodes ?? 1);
 }
 
-/** `preempted this run 2m ago` while the backend's last attempt of this run ended badly, recently. */
+/**
+ * `cooling down: attempt 1 was preempted 30s ago` while the backend's last attempt of this run
+ * ended badly, recently; `setup failed here (attempt 1)` for as long as that is its last attempt
+ * of this run — a step that fails on a host (a module it lacks) fails there again.
+ */
 function coolingDown(
   backend: string,
   history: readonly Attempt[],
@@ -353,6 +357,7 @@ function coolingDown(
   nowMs: number,
 ): string | undefined {
   const last = [...history].reverse().find((a) => a.backend === backend && a.finishedAt);
+  if (last?.class === EndClass.SetupFailed) return `setup failed here (attempt ${last.n})`;
   if (!last || !last.class || !COOL_DOWN_CLASSES.has(last.class)) return undefined;
   const ago = nowMs - Date.parse(last.finishedAt!);
   const limit = (spec.policy?.failoverCooldownSec ?? DEFAULT_COOLDOWN_SEC) * 1000;
