@@ -10,7 +10,8 @@
  * on any host.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -74,11 +75,17 @@ advfp-dep = { path = "wheels/${WHEEL}" }
   mkdirSync(join(dir, 'lmod', 'modulefiles'), { recursive: true });
   writeFileSync(join(dir, 'lmod', 'init.sh'), LMOD_INIT);
   writeFileSync(join(dir, 'lmod', 'modulefiles', 'fp.sh'), `export MODULE_VAR=${MODULE_VAR_VALUE}\n`);
-  execFileSync(uvBinary(), ['lock', '--offline', '--python', 'python3', '--quiet'], {
-    cwd: dir,
-    env: { ...process.env, UV_PYTHON_DOWNLOADS: 'never', UV_CACHE_DIR: join(dir, '..', '.uv-lock-cache') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  // A cache of its own, outside the project, so nothing but the project lands in `dir`.
+  const cache = mkdtempSync(join(tmpdir(), 'adv-uv-lock-'));
+  try {
+    execFileSync(uvBinary(), ['lock', '--offline', '--python', 'python3', '--quiet'], {
+      cwd: dir,
+      env: { ...process.env, UV_PYTHON_DOWNLOADS: 'never', UV_CACHE_DIR: cache },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
   return { dir, wheel: `wheels/${WHEEL}`, moduleInit: 'lmod/init.sh' };
 }
 
