@@ -253,7 +253,7 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
 }
 
 /**
- * One `NAME=value` a job gets in its environment besides `env`'s: a setup step (`ADV_SETUP_<i>`),
+ * One `NAME=value` a job gets in its environment besides `env`'s: a setup step (in `ADV_SETUP`),
  * the parallelism plan (`ADV_PARALLELISM`), a DAG default. The same limits as a variable of `env`:
  * no NUL byte, no more than MAX_ARG_BYTES.
  */
