@@ -194,9 +194,10 @@ describe('agent: hosts that pull their work', () => {
       'runs/toy.yaml': runYaml('toy', `--steps 40 --ckpt-every 10 --hold-file ${hold} --hold-at 20`),
     });
     const a = await startAgent('desk-a', { gpu: true });
+    // Both: its heartbeat (checkpoints, from the store) can come before the agent's word that it runs.
     await passUntil(
-      'attempt 1 to reach the hold at step 20',
-      () => (st('toy')?.attempts[0]?.lastStep ?? 0) >= 20,
+      'attempt 1 to run and reach the hold at step 20',
+      () => st('toy')?.attempts[0]?.phase === 'Running' && (st('toy')?.attempts[0]?.lastStep ?? 0) >= 20,
     );
     expect(st('toy')!.attempts[0]).toMatchObject({ backend: 'desks', phase: 'Running' });
     expect(await jobsOf(a)).toEqual(['adv-toy-1']);
