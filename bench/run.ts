@@ -22,6 +22,7 @@ const BENCHES: Record<string, string> = {
   vastai: './vastai.ts',
   agent: './agent.ts',
   gang: './gang.ts',
+  environments: './environments.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -47,6 +47,7 @@ describe('adv', () => {
     expect((await readdir(dir)).sort()).toEqual([
       'backend.schema.json',
       'dag.schema.json',
+      'environment.schema.json',
       'run.schema.json',
       'storage.schema.json',
     ]);

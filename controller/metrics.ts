@@ -72,7 +72,7 @@ export class ControllerMetrics {
   });
   readonly attemptEnds = new Counter({
     name: 'adventuretime_attempt_ends_total',
-    help: 'Attempts that ended, by backend and class (Succeeded, Preempted, Infrastructure, UserError, Timeout, Cancelled).',
+    help: 'Attempts that ended, by backend and class (Succeeded, Preempted, Infrastructure, UserError, SetupFailed, Timeout, Cancelled).',
     labelNames: ['backend', 'class'],
     registers: [this.registry],
   });

@@ -18,6 +18,16 @@ JAX_LOCAL_DEVICE_IDS where processes share a host). Any stop notice (SIGTERM, SI
 gives the workload its stop signal, and after the grace period (default 30 s) it is killed;
 exit.json in the job dir records how it ended.
 
+Before COMMAND, the job's setup runs in ONE shell session that then execs COMMAND, so what a step
+exports, sources or module-loads reaches it: $ADV_SETUP (a JSON array, in order, of
+{"from": "...", "run": "<shell step>"} and {"from": "...", "env": {"NAME": "value"}}; {{ NAME }}
+and {{ secrets.NAME }} are replaced by the job's variables, shell-quoted in a step) and, when the
+working dir holds pyproject.toml and uv.lock, \`uv sync --frozen\` into an environment under
+$ADV_CACHE_DIR/uv/envs (default ~/.cache/adventuretime), synced once per lock on a host, in which
+COMMAND runs ($ADV_UV: {"groups": [...], "python": "3.12", "version": "<uv to install when
+missing>", "project": "off"}). The first failing step ends the attempt: exit.json says
+SetupFailed, with the step, its exit code and its last lines of output.
+
 With a store, the newest committed checkpoint is restored into ADV_CKPT_DIR first; every finished
 step dir (renamed into place, or holding COMMITTED or Orbax's commit_success.txt) is uploaded,
 files first and manifest last; output, heartbeats and the exit record go to the store too. With

@@ -15,6 +15,7 @@ import { ckptPrefix } from './checkpoint.js';
 import { distributedEnv, type Topology } from './dist-env.js';
 import { downloadOutput } from './artifacts.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
+import { planSession, sessionOutcome, type Session } from './exec-setup.js';
 import { exitRecord, signalNumber } from './exit-record.js';
 import { LEASE_FILE, watchLease } from './lease.js';
 import { processStartTicks } from './proc.js';
@@ -28,6 +29,7 @@ import {
 } from './records.js';
 import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
 import { CkptMode } from './restore-barrier.js';
+import type { TailLines } from './setup.js';
 import type { ObjectStore } from './store/types.js';
 import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
 import { Worker } from './worker.js';
@@ -103,7 +105,19 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     const ctx = setUp(opts, log, secrets, fwd);
     const start = await beforeStart(ctx);
     if ('record' in start) return await failBeforeStart(ctx, start.record);
-    return await runWorkload(ctx, start.cwd, start.outputs);
+    // The setup session (ADV_SETUP's steps, a uv project's environment) the workload starts in.
+    const session = opts.argv.length
+      ? planSession({
+          argv: opts.argv,
+          cwd: start.cwd,
+          env: { ...process.env, ...opts.env, ...ctx.contract },
+          jobDir: ctx.jobDir,
+          secrets: ctx.secrets,
+          startedAt: ctx.startedAt,
+        })
+      : undefined;
+    if (session && 'record' in session) return await failBeforeStart(ctx, session.record);
+    return await runWorkload(ctx, start.cwd, start.outputs, session);
   } finally {
     fwd.dispose();
   }
@@ -233,21 +247,24 @@ async function runWorkload(
   ctx: Ctx,
   cwd: string,
   outputs: string[],
+  session: Session | undefined,
 ): Promise<{ code: number; record: ExitRecord }> {
   const { opts, log, fwd, worker, jobDir } = ctx;
-  const [cmd, ...args] = opts.argv;
+  const [cmd] = opts.argv;
   if (!cmd) throw new Error('adv exec: no command given (use: adv exec [options] -- COMMAND [ARGS...])');
-  const child = spawn(cmd, args, {
+  const [exe, ...args] = session?.argv ?? opts.argv;
+  const child = spawn(exe!, args, {
     cwd,
-    env: { ...process.env, ...opts.env, ...ctx.contract },
-    // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked.
-    stdio: worker || ctx.secrets.length ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+    env: session?.env ?? { ...process.env, ...opts.env, ...ctx.contract },
+    // With a store, output is copied to the terminal AND shipped in parts; with secrets, masked;
+    // with setup, its last lines kept for the exit record of a failed step.
+    stdio: worker || ctx.secrets.length || session ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     // Its own process group, so a signal reaches the workload and everything it started.
     detached: true,
   });
   fwd.attach(child.pid);
   const ended = workloadEnd(child, () => fwd.exited());
-  copyOutput(child, ctx.secrets, worker);
+  copyOutput(child, ctx.secrets, worker, session?.tail);
   if (jobDir && child.pid) writeExecRecord(ctx, child.pid);
   // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
   const unwatchLease = jobDir
@@ -263,17 +280,23 @@ async function runWorkload(
   const result = await ended;
   unwatchLease?.();
   const primary = !opts.topology?.process;
-  const record = await exitRecord(result, fwd, {
-    cmd,
-    cwd,
-    cancelled: jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE)),
-    publish: () =>
-      outputs.length && primary
-        ? publishOutputs(opts.store, opts.run, opts.attempt, ctx.artifactDir, outputs, log)
-        : Promise.resolve(undefined),
-    startedAt: ctx.startedAt,
-    secrets: ctx.secrets,
-  });
+  const cancelled = jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE));
+  // A stop or a cancel during setup ends the attempt as one during the workload would.
+  const setupEnd = session && sessionOutcome(session, cmd, ctx.secrets, ctx);
+  const ownEnd = setupEnd && !result.error && !fwd.stopSignal && !cancelled ? setupEnd : undefined;
+  const record =
+    ownEnd ??
+    (await exitRecord(result, fwd, {
+      cmd,
+      cwd,
+      cancelled,
+      publish: () =>
+        outputs.length && primary
+          ? publishOutputs(opts.store, opts.run, opts.attempt, ctx.artifactDir, outputs, log)
+          : Promise.resolve(undefined),
+      startedAt: ctx.startedAt,
+      secrets: ctx.secrets,
+    }));
   // Upload what the workload finished (its last checkpoint in the grace period included).
   await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
   if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
@@ -298,8 +321,16 @@ function writeExecRecord(ctx: Ctx, childPid: number): void {
   );
 }
 
-/** Copies the workload's output to adv exec's own (masked), and to the worker, which ships it. */
-function copyOutput(child: ChildProcess, secrets: string[], worker: Worker | undefined): void {
+/**
+ * Copies the workload's output to adv exec's own (masked), to the worker, which ships it, and to
+ * the tail kept for a failed setup step.
+ */
+function copyOutput(
+  child: ChildProcess,
+  secrets: string[],
+  worker: Worker | undefined,
+  tail: TailLines | undefined,
+): void {
   if (!child.stdout || !child.stderr) return;
   for (const [from, to] of [
     [child.stdout, process.stdout],
@@ -310,6 +341,7 @@ function copyOutput(child: ChildProcess, secrets: string[], worker: Worker | und
       if (!b.length) return;
       to.write(b);
       worker?.output(b);
+      tail?.push(from === child.stdout ? 'stdout' : 'stderr', b);
     };
     from.on('data', (b: Buffer) => emit(masked.push(b)));
     from.on('end', () => emit(masked.end()));

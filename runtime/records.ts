@@ -32,8 +32,24 @@ export interface ExitRecord {
   signal?: string;
   reason: ExitReason;
   message?: string;
+  /** With `SetupFailed`: which step failed and how, for the controller. */
+  setup?: SetupFailure;
   startedAt: string;
   finishedAt: string;
+}
+
+/** The setup step that kept the workload from starting. Secrets are masked. */
+export interface SetupFailure {
+  /** 1-based, in the order of `ADV_SETUP`; the uv sync, when there is one, is the last. */
+  step: number;
+  of: number;
+  /** "Backend slurm-a", "Environment cuda12@2", "Run", or "uv". */
+  from: string;
+  /** The step as written (templates unexpanded). */
+  command: string;
+  exitCode: number;
+  /** The last lines the session printed (at most TAIL_LINES). */
+  tail: string[];
 }
 
 export const EXEC_FILE = 'exec.json';

@@ -31,7 +31,7 @@
  *   `local.workDir`, Storage paths/URL → controller paths, ADV_STORE (quoted). Every Backend and
  *   Storage string: NUL refused.
  * - Shell code BY DESIGN, not injection targets: `command` as a string (`sh -c`), Run and Backend
- *   `setup` steps (`sh -c "$ADV_SETUP_<i>"`); only NUL and size are checked there.
+ *   `setup` steps (run by adv exec from `ADV_SETUP`); only NUL, size and template names are checked there.
  *
  * The execution layer runs real jobs through the real controller on a real sshd and a real SLURM,
  * ~100–250 strings a job. Counts go to the console (one line) and test-results/injection-fuzz.json.

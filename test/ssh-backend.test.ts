@@ -141,7 +141,7 @@ describe.runIf(available)('ssh backend on a real sshd', () => {
   });
 
   it('a host without Node.js says so, as the job’s exit record', async () => {
-    const script = bootstrapScript({ jobName: 'adv-x-1', argv: ['true'] }, 0);
+    const script = bootstrapScript({ jobName: 'adv-x-1', argv: ['true'] });
     const dir = join(tmp, 'nonode');
     execFileSync('mkdir', ['-p', dir]);
     await writeFile(join(dir, 'run.sh'), script);

@@ -7,7 +7,13 @@ import { openSpecsWorkTree, type RepoOpts } from '../specs-writer.js';
 import { printableDiagnostic } from '../format.js';
 import { printable, type Io } from '../output.js';
 
-const DIRS: Record<Kind, string> = { Run: 'runs', DAG: 'dags', Backend: 'backends', Storage: '' };
+const DIRS: Record<Kind, string> = {
+  Run: 'runs',
+  DAG: 'dags',
+  Backend: 'backends',
+  Storage: '',
+  Environment: 'environments',
+};
 
 /** `adv apply -f FILE`: validates the file alone, then in the repo, and commits it (pushes for a URL). */
 export function registerApply(program: Command, io: Io): void {

@@ -9,6 +9,8 @@
  * travels there (the adapter writes the job's variables into the job's env file).
  */
 
+import type { JobRequest } from './types.js';
+
 /** Variables a job on the controller's machine takes from the controller's environment. */
 export const JOB_BASE_ENV: readonly string[] = [
   'PATH',
@@ -47,4 +49,17 @@ export function passedEnv(
     else env[n] = v;
   }
   return { env, missing };
+}
+
+/**
+ * The variables that carry a job's setup to `adv exec` (the contract every backend delivers):
+ * `ADV_SETUP`, the items as a JSON list, and `ADV_UV`, the uv settings as a JSON object; each
+ * left out when there is nothing to say. `ADV_CACHE_DIR` is the backend's own (where its hosts
+ * keep uv environments): each adapter adds it.
+ */
+export function setupVariables(job: Pick<JobRequest, 'setup' | 'uv'>): Record<string, string> {
+  return {
+    ...(job.setup?.length ? { ADV_SETUP: JSON.stringify(job.setup) } : {}),
+    ...(job.uv ? { ADV_UV: JSON.stringify(job.uv) } : {}),
+  };
 }

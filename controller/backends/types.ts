@@ -36,6 +36,26 @@ export interface JobRequest {
   store?: { url: string };
   /** The run's `metadata.labels`, for backends whose hosts choose work by them (the pull agent). */
   labels?: Record<string, string>;
+  /**
+   * What `adv exec` runs before the command, in order: the Backend's steps, the Environment's
+   * (modules, variables, steps), the run's (`loop/setup-env.ts`). Delivered as `ADV_SETUP`.
+   */
+  setup?: SetupItem[];
+  /** uv settings for a code tree that is a uv project. Delivered as `ADV_UV`. */
+  uv?: UvSettings;
+  /** The Environment's container image, for backends that run containers (volcano). */
+  image?: string;
+}
+
+/** One item of `ADV_SETUP`: a shell step, or variables exported at that point of the session. */
+export type SetupItem = { from: string; run: string } | { from: string; env: Record<string, string> };
+
+/** `ADV_UV`: how `adv exec` syncs a uv project (groups, Python) and which uv it installs when missing. */
+export interface UvSettings {
+  groups?: string[];
+  python?: string;
+  version?: string;
+  project?: 'auto' | 'off';
 }
 
 export interface JobHandle {

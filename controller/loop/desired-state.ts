@@ -21,7 +21,8 @@ import {
   type LoadedObject,
   type LoadResult,
 } from '../spec/loader.js';
-import { isObjectName, SCHEMAS, type StorageSpec } from '../spec/schema.js';
+import { EnvironmentIndex } from '../spec/environments.js';
+import { isObjectName, SCHEMAS, type Run, type StorageSpec } from '../spec/schema.js';
 import type { LoadError } from '../status/types.js';
 import { VERSION } from '../version.js';
 import type { LoadedBackend } from './adapters.js';
@@ -64,6 +65,8 @@ export class DesiredState {
   /** Problems not reported on a Run's or DAG's status: whole files, bad names, Backends, Storage. */
   loadErrors: LoadError[] = [];
   backends = new Map<string, LoadedBackend>();
+  /** The repo's Environments, by name and version. */
+  environments = new EnvironmentIndex();
   storage: StorageSpec | undefined;
   /** Where the Backends and Storage acted on came from (infra-source.ts), for the log. */
   infraSource = '';
@@ -178,8 +181,12 @@ export class DesiredState {
     this.backends = infra.backends;
     this.storage = infra.storage;
     this.infraSource = infra.source;
+    this.environments = new EnvironmentIndex(result.objects);
+    const envs = this.environments;
     for (const o of result.objects) {
-      if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
+      // A Run with an Environment is made again: its desired state changes with the Environment's.
+      if (o.kind === 'Run' && (o.object as Run).spec.environment) runs.set(o.name, desiredRun(o, envs));
+      else if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
       else if (o.kind === 'DAG') dags.set(o.name, this.memo(o, desiredDag));
     }
     const invalidRuns = new Map<string, InvalidRun>();

@@ -34,6 +34,11 @@ describe('failureStreaks', () => {
       want: { b1: ['x', 'y'] },
     },
     {
+      name: 'a failed setup step counts against the backend: something its hosts lack',
+      runs: [ends('x', [['b1', 'SetupFailed', '1']]), ends('y', [['b1', 'SetupFailed', '2']])],
+      want: { b1: ['x', 'y'] },
+    },
+    {
       name: 'a success ends the streak',
       runs: [ends('x', [['b1', 'UserError', '1']]), ends('a', [['b1', 'Succeeded', '2']])],
       want: {},

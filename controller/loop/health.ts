@@ -19,8 +19,15 @@ export const DEFAULT_DEGRADE_AFTER = 3;
 /** One run whose latest attempt on a backend failed. */
 export type FailureStreakEntry = NonNullable<BackendStatusDoc['status']['failureStreak']>[number];
 
-/** Ends that count against a backend's health: the run's code or the infrastructure failed there. */
-const COUNTS_AGAINST_BACKEND: ReadonlySet<string> = new Set([EndClass.UserError, EndClass.Infrastructure]);
+/**
+ * Ends that count against a backend's health: the run's code, the infrastructure, or a setup step
+ * failed there (runs whose setup fails on one backend in a row: a module or tool missing on it).
+ */
+const COUNTS_AGAINST_BACKEND: ReadonlySet<string> = new Set([
+  EndClass.UserError,
+  EndClass.Infrastructure,
+  EndClass.SetupFailed,
+]);
 
 /**
  * For every backend, the distinct runs whose attempts there failed since its last success, oldest

@@ -15,6 +15,9 @@ import type { DesiredState } from './desired-state.js';
 import type { SecretSource } from '../secrets.js';
 import { buildJobRequest, missingSecretsMessage } from './job-request.js';
 import { errText } from './observer.js';
+import { StallingError } from '../errors.js';
+import { shortRef } from '../spec/environments.js';
+import { Reason } from '../status/types.js';
 
 export class JobInputs {
   private store: { target: StoreTarget; objects?: ObjectStore } | undefined;
@@ -89,11 +92,21 @@ export class JobInputs {
     const attempt = current?.status.attempts.find((x) => x.n === a.attempt);
     if (!spec || !attempt) throw new Error('no spec to submit');
     const labels = desired.runs.get(a.run)?.labels;
+    const backend = desired.backends.get(a.backend)?.obj;
+    const environment = spec.environment ? desired.environments.resolve(spec.environment) : undefined;
+    if (spec.environment && !environment)
+      throw new StallingError(
+        Reason.SpecInvalid,
+        `Environment ${shortRef(spec.environment)} is not in the specs any more`,
+        `restore it (old versions stay in the repo for the runs that use them), or change the run's spec.environment`,
+      );
     const request = buildJobRequest(a.run, attempt, spec, {
       secrets: this.secrets,
       controllerEnv: this.env,
-      passEnv: desired.backends.get(a.backend)?.obj.spec.passEnv ?? [],
+      passEnv: backend?.spec.passEnv ?? [],
       store: this.store?.target,
+      ...(backend ? { backend: { name: a.backend, spec: backend.spec } } : {}),
+      ...(environment ? { environment } : {}),
     });
     return labels ? { ...request, labels } : request;
   }

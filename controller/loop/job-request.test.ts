@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { isStalling } from '../errors.js';
 import type { Attempt } from '../status/types.js';
+import { setupVariables } from '../backends/job-env.js';
+import type { ResolvedEnvironment } from '../spec/environments.js';
 import { buildJobRequest, envSecrets, missingSecretsMessage } from './job-request.js';
 
 const attempt: Attempt = {
@@ -132,5 +134,81 @@ describe('missingSecretsMessage', () => {
     expect(missingSecretsMessage(envSecrets({}), ['A'])).toBe(
       "secret A is not set: looked in the controller's environment",
     );
+  });
+});
+
+describe('buildJobRequest: setup composed in one place', () => {
+  const cuda: ResolvedEnvironment = {
+    name: 'cuda12',
+    version: 2,
+    digest: 'd',
+    spec: {
+      version: 2,
+      modules: ['cuda/12.4', 'gcc/13'],
+      env: { CUDA_HOME: '/opt/cuda' },
+      setup: ['source /opt/lab/env.sh'],
+      uv: { groups: ['train'], python: '3.12' },
+      image: 'ghcr.io/lab/train:1',
+    },
+  };
+  const inputs = {
+    secrets: envSecrets({}),
+    controllerEnv: {},
+    passEnv: [],
+    store: undefined,
+    backend: {
+      name: 'slurm-a',
+      spec: { setup: ['export SCRATCH=/scratch/$USER'], uv: { version: '0.13.9' } },
+    },
+    environment: cuda,
+  };
+
+  it('orders the Backend’s steps, then the Environment’s modules, env and steps, then the run’s; uv from both', () => {
+    const req = buildJobRequest('r', attempt, { command: ['x'], setup: ['make data'] }, inputs);
+    expect(req.setup).toEqual([
+      { from: 'Backend slurm-a', run: 'export SCRATCH=/scratch/$USER' },
+      { from: 'Environment cuda12@2', run: 'module load cuda/12.4' },
+      { from: 'Environment cuda12@2', run: 'module load gcc/13' },
+      { from: 'Environment cuda12@2', env: { CUDA_HOME: '/opt/cuda' } },
+      { from: 'Environment cuda12@2', run: 'source /opt/lab/env.sh' },
+      { from: 'Run', run: 'make data' },
+    ]);
+    expect(req.uv).toEqual({ groups: ['train'], python: '3.12', version: '0.13.9' });
+    expect(req.image).toBe('ghcr.io/lab/train:1');
+    // The contract variables every backend delivers.
+    expect(setupVariables(req)).toEqual({
+      ADV_SETUP: JSON.stringify(req.setup),
+      ADV_UV: '{"groups":["train"],"python":"3.12","version":"0.13.9"}',
+    });
+  });
+
+  it('has nothing to say without a Backend step, an Environment or a run step', () => {
+    const req = buildJobRequest(
+      'r',
+      attempt,
+      { command: ['x'] },
+      { ...inputs, backend: undefined, environment: undefined },
+    );
+    expect(setupVariables(req)).toEqual({});
+  });
+
+  it('stalls a run whose setup together exceeds what one variable may hold (E2BIG), naming the variable', () => {
+    const long = 'x'.repeat(70_000);
+    let err: unknown;
+    try {
+      buildJobRequest(
+        'r',
+        attempt,
+        { command: ['x'], setup: [long] },
+        {
+          ...inputs,
+          backend: { name: 'b', spec: { setup: [long] } },
+        },
+      );
+    } catch (e) {
+      err = e;
+    }
+    expect(isStalling(err)).toBe(true);
+    expect((err as Error).message).toMatch(/^ADV_SETUP .* takes \d+ bytes; Linux refuses a variable over/);
   });
 });

@@ -6,13 +6,16 @@
  */
 import { argvFor } from '../../runtime/exec.js';
 import { REDACT_VAR } from '../../runtime/redact.js';
-import { passedEnv } from '../backends/job-env.js';
+import { passedEnv, setupVariables } from '../backends/job-env.js';
 import type { JobRequest } from '../backends/types.js';
 import { StallingError } from '../errors.js';
 import { Reason, type Attempt } from '../status/types.js';
-import type { RunSpec } from '../spec/schema.js';
+import type { ResolvedEnvironment } from '../spec/environments.js';
+import { MAX_ARG_BYTES } from '../spec/rules.js';
+import type { BackendSpec, RunSpec } from '../spec/schema.js';
 import type { SecretSource } from '../secrets.js';
 import type { StoreTarget } from '../storage.js';
+import { composeSetup } from './setup-env.js';
 
 export type { SecretSource } from '../secrets.js';
 
@@ -36,6 +39,10 @@ export interface JobRequestInputs {
   /** `passEnv` of the Backend the attempt goes to. */
   passEnv: readonly string[];
   store: StoreTarget | undefined;
+  /** The Backend the attempt goes to: its `setup` steps and `uv` pin. */
+  backend?: { name: string; spec: Pick<BackendSpec, 'setup' | 'uv'> };
+  /** The run's Environment, resolved (`spec.environment`). */
+  environment?: ResolvedEnvironment;
 }
 
 /**
@@ -78,6 +85,8 @@ export function buildJobRequest(
     delete env[s];
   }
   if (Object.keys(secretEnv).length) env[REDACT_VAR] = Object.keys(secretEnv).join(',');
+  const composed = composeSetup(inputs.backend, inputs.environment, spec);
+  setupFits(run, composed);
   return {
     jobName: attempt.jobName,
     run,
@@ -88,5 +97,22 @@ export function buildJobRequest(
     env,
     secretEnv,
     ...(inputs.store ? { store: { url: inputs.store.url } } : {}),
+    ...composed,
   };
+}
+
+/**
+ * The Backend's, the Environment's and the run's steps each fit `ADV_SETUP` (checked at load);
+ * together they may not: no process could be started with them, on any backend.
+ */
+function setupFits(run: string, composed: Parameters<typeof setupVariables>[0]): void {
+  for (const [name, value] of Object.entries(setupVariables(composed))) {
+    const bytes = Buffer.byteLength(`${name}=${value}`);
+    if (bytes > MAX_ARG_BYTES)
+      throw new StallingError(
+        Reason.SpecInvalid,
+        `${name} (the Backend's, the Environment's and the run's setup as JSON) takes ${bytes} bytes; Linux refuses a variable over ${MAX_ARG_BYTES} (E2BIG)`,
+        `move long steps into a script in the code tree and run that, then run adv reconcile run ${run}`,
+      );
+  }
 }

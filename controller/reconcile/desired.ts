@@ -3,16 +3,25 @@
  */
 import type { GitPort } from '../git/port.js';
 import type { InvalidDocument, LoadedObject } from '../spec/loader.js';
+import { resolvedRef, type EnvironmentIndex } from '../spec/environments.js';
 import type { Dag, Run, RunSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
 import { generationOf, type DesiredRun, type InvalidRun } from './run-plan.js';
 
-export function desiredRun(o: LoadedObject): DesiredRun {
+/**
+ * A Run as the planners see it. Its `environment` is resolved against `environments` and written
+ * `name@version#digest` (`spec/environments.ts`): a new version of an Environment the run names
+ * without a version, or an edit of the version it uses, changes the run's spec and generation,
+ * like a change of its own `setup` or `env` (an immutable field: `policy.onSpecChange` decides).
+ * A run pinned to `name@1` does not change when `name@2` is added.
+ */
+export function desiredRun(o: LoadedObject, environments?: EnvironmentIndex): DesiredRun {
   const run = o.object as Run;
+  const spec = withResolvedEnvironment(run.spec, environments);
   return {
     name: o.name,
-    spec: run.spec,
-    generation: generationOf(run.spec),
+    spec,
+    generation: generationOf(spec),
     file: o.file,
     ...(run.metadata.labels ? { labels: run.metadata.labels } : {}),
     ...(run.metadata.annotations ? { annotations: run.metadata.annotations } : {}),
@@ -28,6 +37,12 @@ export function desiredDag(o: LoadedObject): DesiredDag {
     file: o.file,
     ...(dag.metadata.labels ? { labels: dag.metadata.labels } : {}),
   };
+}
+
+/** The spec with its Environment reference resolved; the same object when there is none to resolve. */
+export function withResolvedEnvironment(spec: RunSpec, environments: EnvironmentIndex | undefined): RunSpec {
+  const resolved = spec.environment ? environments?.resolve(spec.environment) : undefined;
+  return resolved ? { ...spec, environment: resolvedRef(resolved) } : spec;
 }
 
 /** A document that failed validation, as the planners report it: its first error, located. */

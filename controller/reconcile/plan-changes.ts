@@ -10,6 +10,7 @@ import type { RunSpec } from '../spec/schema.js';
 import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
 import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
+import { EnvironmentIndex, shortRef } from '../spec/environments.js';
 import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
 export type RunChange =
@@ -69,8 +70,26 @@ export interface PlanInput {
   storeUrl?: string;
 }
 
-const runsOf = (objects: readonly LoadedObject[]) =>
-  new Map(objects.filter((o) => o.kind === 'Run').map((o) => [o.name, desiredRun(o)]));
+const runsOf = (objects: readonly LoadedObject[]) => {
+  const environments = new EnvironmentIndex(objects);
+  return new Map(objects.filter((o) => o.kind === 'Run').map((o) => [o.name, desiredRun(o, environments)]));
+};
+
+/**
+ * What changed of a run's Environment, in words, when it did: another version
+ * (`Environment cuda12: cuda12@1 → cuda12@2`), or the version in use edited in place.
+ */
+export function environmentChange(from: RunSpec | undefined, to: RunSpec | undefined): string | undefined {
+  const a = from?.environment;
+  const b = to?.environment;
+  if (a === b || !to) return undefined;
+  if (!a) return `Environment ${shortRef(b!)} added`;
+  if (!b) return `Environment ${shortRef(a)} removed`;
+  const [sa, sb] = [shortRef(a), shortRef(b)];
+  if (sa === sb) return `Environment ${sa} changed`;
+  const [na, nb] = [sa.split('@')[0], sb.split('@')[0]];
+  return na === nb ? `Environment ${na} changed: ${sa} → ${sb}` : `Environment ${sa} → ${sb}`;
+}
 const dagsOf = (objects: readonly LoadedObject[]) =>
   new Map(objects.filter((o) => o.kind === 'DAG').map((o) => [o.name, desiredDag(o)]));
 
@@ -115,7 +134,10 @@ function runItem(
     .filter((op) => IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)))
     .map((op) => op.path);
   const submit = p.actions.find((a) => a.type === 'submit');
-  const { change, why } = classifyChange(p, desired, current, patch.length > 0);
+  const classified = classifyChange(p, desired, current, patch.length > 0);
+  const { change } = classified;
+  const envWhy = change === 'start' || change === 'wait' ? undefined : environmentChange(from, desired?.spec);
+  const why = envWhy && classified.why ? `${envWhy}; ${classified.why}` : (envWhy ?? classified.why);
   return {
     run: name,
     change,

@@ -110,6 +110,8 @@ export const IMMUTABLE_FIELDS = [
   'secrets',
   'setup',
   'workingDir',
+  // Resolved to `name@version#digest` (desired.ts): a new version or an edit of it is a change.
+  'environment',
 ] as const;
 
 /** Hash of the canonical JSON of a spec: its generation. */

@@ -22,7 +22,16 @@ import {
   type BackendRef,
   type ChildRef,
 } from './rules.js';
-import type { Backend, Dag, Kind, SpecObject, Storage } from './schema.js';
+import {
+  environmentRefsOf,
+  resolveRef,
+  templateProblem,
+  templateRefsOf,
+  type EnvironmentDoc,
+  type EnvironmentRef,
+  type TemplateRef,
+} from './environment-rules.js';
+import type { Backend, Dag, Environment, Kind, Run, SpecObject, Storage } from './schema.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -44,6 +53,12 @@ export interface LoadedDocument {
   secretRefs?: BackendRef[];
   /** The checkpoint modes a schema-valid Run or DAG declares, located. */
   modeRefs?: ModeRef[];
+  /** An Environment's `spec.version`, when it is a whole number (even if the document is invalid). */
+  envVersion?: number;
+  /** The templates a schema-valid Environment holds, located. */
+  templateRefs?: TemplateRef[];
+  /** The Environments a schema-valid Run or DAG names, located. */
+  environmentRefs?: EnvironmentRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];
@@ -234,11 +249,13 @@ function loadOneFile(
       continue;
     }
     doc.kind = dispatched.kind;
-    const value = pd.value as { metadata?: { name?: unknown } };
+    const value = pd.value as { metadata?: { name?: unknown }; spec?: { version?: unknown } };
     if (typeof value.metadata?.name === 'string') {
       doc.name = value.metadata.name;
       doc.namePos = pd.locator.at(['metadata', 'name']);
     }
+    if (doc.kind === 'Environment' && Number.isInteger(value.spec?.version))
+      doc.envVersion = value.spec!.version as number;
     const schemaErrors = validateSchema(dispatched.kind, pd.value, pd.locator, backends);
     if (schemaErrors.length > 0) {
       doc.diagnostics.push(...schemaErrors.map(withFile));
@@ -250,18 +267,31 @@ function loadOneFile(
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
     if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
-    if (obj.kind === 'Run' || obj.kind === 'DAG') doc.modeRefs = checkpointModeRefsOf(obj, pd.locator);
+    if (obj.kind === 'Run' || obj.kind === 'DAG') {
+      doc.modeRefs = checkpointModeRefsOf(obj, pd.locator);
+      doc.environmentRefs = environmentRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
+    }
+    if (obj.kind === 'Environment') doc.templateRefs = templateRefsOf((obj as Environment).spec, pd.locator);
     doc.object = obj;
   }
   return { docs, fileDiagnostics: parsed.diagnostics };
 }
 
+/** The run specs of a Run or a DAG (its nodes'), each with its path. */
+function runSpecsOf(obj: Run | Dag): [(string | number)[], Run['spec']][] {
+  return obj.kind === 'Run'
+    ? [[['spec'], obj.spec]]
+    : obj.spec.nodes.map((n, i) => [['spec', 'nodes', i, 'run'], n.run]);
+}
+
 /** Whether a cached document has every summary the cross-file rules read. */
 function hasSummaries(d: LoadedDocument): boolean {
   if (!d.object) return true;
-  if (d.kind === 'DAG') return d.children !== undefined && d.modeRefs !== undefined;
+  if (d.kind === 'DAG')
+    return d.children !== undefined && d.modeRefs !== undefined && d.environmentRefs !== undefined;
   if (d.kind === 'Backend') return d.secretRefs !== undefined;
-  if (d.kind === 'Run') return d.modeRefs !== undefined;
+  if (d.kind === 'Run') return d.modeRefs !== undefined && d.environmentRefs !== undefined;
+  if (d.kind === 'Environment') return d.templateRefs !== undefined;
   return true;
 }
 
@@ -272,6 +302,9 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'SecondStorage',
   'StoreCredential',
   'CheckpointModeUnavailable',
+  'UnknownEnvironment',
+  'EnvironmentInvalid',
+  'EnvironmentTemplateName',
 ]);
 
 type Add = (d: LoadedDocument, diag: Diagnostic) => void;
@@ -298,7 +331,9 @@ function crossFileRules(
   const byName = new Map<string, LoadedDocument[]>();
   for (const d of docs) {
     if (!d.kind || !d.name) continue;
-    const k = `${d.kind}/${d.name}`;
+    // Environments share a name across versions: one of a name and version is unique.
+    if (d.kind === 'Environment' && d.envVersion === undefined) continue;
+    const k = d.kind === 'Environment' ? `Environment/${d.name}@${d.envVersion}` : `${d.kind}/${d.name}`;
     const list = byName.get(k);
     if (list) list.push(d);
     else byName.set(k, [d]);
@@ -310,7 +345,58 @@ function crossFileRules(
   secondStorageRules(storages, add);
   storeCredentialRules(docs, storages[0], add);
   modeRules(docs, declared, backends, add);
+  environmentRefRules(docs, byName, add);
   return out;
+}
+
+/**
+ * Every Environment a run names resolves (its newest version, or the pinned one) to one valid
+ * document, and every template of that Environment names a variable or secret the run has.
+ */
+function environmentRefRules(
+  docs: readonly LoadedDocument[],
+  byName: ReadonlyMap<string, LoadedDocument[]>,
+  add: Add,
+): void {
+  if (!docs.some((d) => d.environmentRefs?.length)) return;
+  const envDocs: EnvironmentDoc[] = docs
+    .filter((d) => d.kind === 'Environment' && d.name && d.envVersion !== undefined)
+    .map((d) => ({
+      file: d.file,
+      name: d.name!,
+      version: d.envVersion!,
+      line: d.namePos?.line ?? d.line,
+      usable:
+        d.object !== undefined &&
+        !d.diagnostics.some((x) => x.severity === 'error') &&
+        byName.get(`Environment/${d.name}@${d.envVersion}`)?.length === 1,
+      templates: d.templateRefs ?? [],
+    }));
+  for (const d of docs)
+    for (const ref of d.environmentRefs ?? []) {
+      const at = {
+        severity: 'error' as const,
+        file: d.file,
+        line: ref.line,
+        column: ref.column,
+        path: ref.path,
+      };
+      const r = resolveRef(ref, envDocs);
+      if ('problem' in r) {
+        add(d, { ...at, ...r.problem });
+        continue;
+      }
+      for (const t of r.doc.templates) {
+        const problem = templateProblem(t, ref.scope);
+        if (problem)
+          add(d, {
+            ...at,
+            code: 'EnvironmentTemplateName',
+            message: `Environment ${r.doc.name}@${r.doc.version} (${r.doc.file}:${t.line}, ${t.path}): ${problem.message}`,
+            hint: problem.hint,
+          });
+      }
+    }
 }
 
 /** Declared checkpoint modes no Backend the run may use offers (`checkpoint-rules.ts`). */
@@ -348,7 +434,10 @@ function duplicateNameRules(byName: ReadonlyMap<string, LoadedDocument[]>, add: 
         column: d.namePos?.column ?? d.column,
         path: 'metadata.name',
         message: `${k} is also defined at ${others.join(', ')}`,
-        hint: 'rename one of them: names are unique per kind across the repo',
+        hint:
+          d.kind === 'Environment'
+            ? 'give one of them another spec.version: a name and version are unique across the repo'
+            : 'rename one of them: names are unique per kind across the repo',
       });
     }
   }

@@ -8,7 +8,18 @@ import type { BackendList } from '../backends/types.js';
 import type { Diagnostic } from './diagnostic.js';
 import { formatPath } from './diagnostic.js';
 import type { Locator } from './parse.js';
-import type { Backend, Dag, Parallelism, Resources, Run, RunSpec, SpecObject, Storage } from './schema.js';
+import { CONTRACT_VARIABLES, environmentRules, runScope, templateRules } from './environment-rules.js';
+import type {
+  Backend,
+  Dag,
+  Environment,
+  Parallelism,
+  Resources,
+  Run,
+  RunSpec,
+  SpecObject,
+  Storage,
+} from './schema.js';
 import { closest } from './validate.js';
 
 type Path = (string | number)[];
@@ -62,9 +73,10 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
       backendSecretRules(c, obj as Backend, loc);
       nulRules(c, { ...(obj as Backend).spec, setup: undefined }, ['spec']);
       optionLikeRules(c, obj as Backend);
-      (obj as Backend).spec.setup?.forEach((s, i) =>
-        jobVariableRule(c, ['spec', 'setup', i], `ADV_SETUP_${i}=${s}`, 'setup step'),
-      );
+      backendSetupRules(c, obj as Backend);
+      break;
+    case 'Environment':
+      environmentDocRules(c, obj as Environment);
       break;
     case 'Storage':
       storageRules(c, obj as Storage);
@@ -241,7 +253,7 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
 }
 
 /**
- * One `NAME=value` a job gets in its environment besides `env`'s: a setup step (`ADV_SETUP_<i>`),
+ * One `NAME=value` a job gets in its environment besides `env`'s: a setup step (in `ADV_SETUP`),
  * the parallelism plan (`ADV_PARALLELISM`), a DAG default. The same limits as a variable of `env`:
  * no NUL byte, no more than MAX_ARG_BYTES.
  */
@@ -304,11 +316,42 @@ function optionLikeRules(c: Collector, b: Backend): void {
       );
 }
 
+/**
+ * Setup steps travel to `adv exec` in one variable, `ADV_SETUP` (a JSON list, see
+ * `loop/setup-env.ts`): no step may hold a NUL byte, and the steps of one spec must fit in it.
+ * The steps of a Backend, an Environment and a run together are checked when they meet (submit).
+ */
+function setupVariableRules(c: Collector, steps: readonly [Path, string][], base: Path, from: string): void {
+  for (const [path, text] of steps) jobVariableRule(c, path, text, 'setup step');
+  if (!steps.length) return;
+  const json = JSON.stringify(steps.map(([, text]) => ({ from, run: text })));
+  jobVariableRule(c, base, `ADV_SETUP=${json}`, 'setup (ADV_SETUP, the steps as JSON)');
+}
+
+/** A Backend's steps fit `ADV_SETUP` and name only contract variables and its `passEnv`. */
+function backendSetupRules(c: Collector, b: Backend): void {
+  const steps = (b.spec.setup ?? []).map((s, i): [Path, string] => [['spec', 'setup', i], s]);
+  setupVariableRules(c, steps, ['spec', 'setup'], `Backend ${b.metadata.name}`);
+  const scope = { variables: [...CONTRACT_VARIABLES, ...(b.spec.passEnv ?? [])], secrets: undefined };
+  templateRules(c.error.bind(c), steps, scope);
+}
+
+/** An Environment's variables are not reserved and its steps and variables fit `ADV_SETUP`. */
+function environmentDocRules(c: Collector, e: Environment): void {
+  environmentRules(c.error.bind(c), e.spec, (path, text) => jobVariableRule(c, path, text, 'value'));
+  const texts = [
+    ...(e.spec.modules ?? []).map((m) => `module load ${m}`),
+    JSON.stringify(e.spec.env ?? {}),
+    ...(e.spec.setup ?? []),
+  ];
+  jobVariableRule(c, ['spec'], `ADV_SETUP=${JSON.stringify(texts)}`, 'environment (ADV_SETUP, as JSON)');
+}
+
 /** Setup steps and the parallelism plan reach the job as variables: they must fit in one. */
 function derivedVariableRules(c: Collector, spec: RunSpec, base: Path): void {
-  spec.setup?.forEach((s, i) =>
-    jobVariableRule(c, [...base, 'setup', i], `ADV_SETUP_${i}=${s}`, 'setup step'),
-  );
+  const steps = (spec.setup ?? []).map((s, i): [Path, string] => [[...base, 'setup', i], s]);
+  setupVariableRules(c, steps, [...base, 'setup'], 'Run');
+  templateRules(c.error.bind(c), steps, runScope(spec));
   if (spec.parallelism)
     jobVariableRule(
       c,

@@ -5,7 +5,7 @@
  *
  * Every field carries a description: they are the reference documentation.
  */
-import { Type, type Static, type TOptional, type TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TOptional, type TSchema, type TString } from '@sinclair/typebox';
 import { BACKENDS } from '../backends/registry.js';
 import type { BackendList, BackendSchemaPart } from '../backends/types.js';
 import { CHECKPOINT_MODE_CHOICES, STOP_SIGNALS } from '../backends/checkpoint-mode.js';
@@ -27,20 +27,45 @@ export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, isObjectName } from './sche
 export const API_VERSION = 'adventuretime.dev/v1alpha1';
 
 /** Kinds, as constants (not an enum). */
-export const Kind = { Run: 'Run', DAG: 'DAG', Backend: 'Backend', Storage: 'Storage' } as const;
+export const Kind = {
+  Run: 'Run',
+  DAG: 'DAG',
+  Backend: 'Backend',
+  Storage: 'Storage',
+  Environment: 'Environment',
+} as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 export const KINDS: readonly Kind[] = Object.values(Kind);
 
-const Metadata = (maxNameLength: number, what: string) =>
+/**
+ * A reference to an Environment: its name (a DNS label), optionally pinned to a version with
+ * `@N`. Captures the name and the version.
+ */
+export const ENVIRONMENT_REF = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)(@([1-9][0-9]{0,8}))?$';
+
+const nameField = (maxNameLength: number, what: string) =>
+  Type.String({
+    minLength: 1,
+    maxLength: maxNameLength,
+    pattern: DNS1123_SUBDOMAIN,
+    description: `Name of the ${what}, unique per kind: a DNS-1123 subdomain of at most ${maxNameLength} characters (lowercase letters, digits, '-' and '.').`,
+    'x-hint': `use lowercase letters, digits, '-' and '.', start and end with a letter or digit, at most ${maxNameLength} characters (e.g. "my-run-1")`,
+  });
+
+/** An Environment's name: a DNS label, so that `name@version` is never ambiguous. */
+const environmentNameField = Type.String({
+  minLength: 1,
+  maxLength: 63,
+  pattern: DNS1123_LABEL,
+  description:
+    "Name of the Environment: a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-'). Several documents may share it with different `spec.version`s.",
+  'x-hint': 'use lowercase letters, digits and \'-\' (no dots), at most 63 characters (e.g. "cuda12")',
+});
+
+const Metadata = (maxNameLength: number, what: string, name: TString = nameField(maxNameLength, what)) =>
   strict(
     {
-      name: Type.String({
-        minLength: 1,
-        maxLength: maxNameLength,
-        pattern: DNS1123_SUBDOMAIN,
-        description: `Name of the ${what}, unique per kind: a DNS-1123 subdomain of at most ${maxNameLength} characters (lowercase letters, digits, '-' and '.').`,
-        'x-hint': `use lowercase letters, digits, '-' and '.', start and end with a letter or digit, at most ${maxNameLength} characters (e.g. "my-run-1")`,
-      }),
+      name,
       labels: optional(StringMap('Labels for selection (`adv get -l key=value`), as in Kubernetes.')),
       annotations: optional(
         StringMap(
@@ -360,9 +385,19 @@ const runSpecProperties = {
         "Names of secrets the job receives as environment variables of the same name. The controller resolves them from `--secrets-file`, then `--secrets-dir`, then its own environment for the names `--secrets-env` lists; a missing one stalls the run. `ADV_*` and the object store's credentials cannot be named. Values travel out of band and are masked in logs (`***`); they never appear in git, status, the store or logs.",
     }),
   ),
+  environment: optional(
+    Type.String({
+      maxLength: 80,
+      pattern: ENVIRONMENT_REF,
+      description:
+        'The Environment the run runs in: `cuda12` (its newest version, so a new version restarts the run like any change of it) or `cuda12@2` (that version, whatever is added later).',
+      'x-hint': 'write an Environment name, optionally with a version: "cuda12" or "cuda12@2"',
+    }),
+  ),
   setup: optional(
     Type.Array(Type.String({ minLength: 1 }), {
-      description: 'Shell steps run in the work dir before the command, e.g. `uv sync`.',
+      description:
+        "Shell steps `adv exec` runs in the work dir before the command, after the Backend's and the Environment's, in one shell session (an `export` reaches the command); the first that fails ends the attempt as `SetupFailed`. `{{ NAME }}` is a variable of the job's environment, `{{ secrets.NAME }}` one of `secrets`, substituted shell-quoted on the host.",
     }),
   ),
   totalSteps: optional(
@@ -569,7 +604,27 @@ const commonBackendFields = <const T extends readonly string[]>(types: T) => ({
   ),
   connection: optional(ConnectionSchema),
   paths: optional(PathsSchema),
-  setup: optional(Type.Array(Type.String(), { description: 'Shell steps run before every job here.' })),
+  setup: optional(
+    Type.Array(Type.String({ minLength: 1 }), {
+      description:
+        "Shell steps `adv exec` runs before every job here, before the Environment's and the run's, in the same shell session. `{{ NAME }}` may name a contract variable (`ADV_RUN`, …) or one of `passEnv`.",
+    }),
+  ),
+  uv: optional(
+    strict(
+      {
+        version: optional(
+          Type.String({
+            pattern: '^[0-9]+\\.[0-9]+\\.[0-9]+$',
+            description:
+              'The uv version `adv exec` installs (under `ADV_CACHE_DIR`) when a uv project runs on a host without uv. Default: the version this release was tested with.',
+            'x-hint': 'write a uv release, e.g. "0.13.9"',
+          }),
+        ),
+      },
+      'How uv is provided on this backend.',
+    ),
+  ),
   passEnv: optional(
     Type.Array(Type.String({ pattern: ENV_NAME, maxLength: 128 }), {
       description:
@@ -657,15 +712,6 @@ export const StorageSpecSchema = strict(
         '`s3` settings.',
       ),
     ),
-    hotCache: optional(
-      strict(
-        {
-          path: Type.String({ description: 'Shared filesystem path used as a read cache.' }),
-          enabled: optional(Type.Boolean({ description: 'Default true.' })),
-        },
-        'Optional hot cache (NAS, Weka) in front of the store.',
-      ),
-    ),
   },
   'Where checkpoints, logs, heartbeats and code payloads live.',
 );
@@ -682,6 +728,97 @@ export const StorageSchema = strict(
 );
 
 // ---------------------------------------------------------------------------------------------
+// Environment
+
+export const EnvironmentSpecSchema = strict(
+  {
+    version: Type.Integer({
+      minimum: 1,
+      maximum: 999999999,
+      description:
+        'The version of this recipe, unique per name. Keep old versions in the repo: runs pinned to `name@N` keep using them; runs naming `name` alone take the highest.',
+    }),
+    description: optional(Type.String({ maxLength: 4096, description: 'What the environment is for.' })),
+    modules: optional(
+      Type.Array(
+        Type.String({
+          minLength: 1,
+          maxLength: 256,
+          pattern: '^[A-Za-z0-9_.+/@:-]+$',
+          'x-hint': 'write a module name as `module load` takes it, e.g. "cuda/12.4"',
+        }),
+        {
+          description:
+            'Environment modules (Lmod or environment-modules) to load, in order, as `module load <name>` steps before `env` and `setup`.',
+        },
+      ),
+    ),
+    env: optional(
+      KeyedMap(
+        ENV_NAME,
+        Type.String({ maxLength: 65536 }),
+        'Variables exported after the modules are loaded, in the same shell session as the steps and the command. Names starting with `ADV_` are reserved; `{{ NAME }}` and `{{ secrets.NAME }}` are substituted on the host (raw).',
+      ),
+    ),
+    setup: optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        description:
+          "Shell steps run after the Backend's and before the run's, in one shell session; the first that fails ends the attempt as `SetupFailed`. `{{ NAME }}` names a variable of the job's environment (a contract variable such as `ADV_RUN`, or one of the run's `env` and `secrets`), `{{ secrets.NAME }}` a secret the run lists: substituted shell-quoted on the host.",
+      }),
+    ),
+    uv: optional(
+      strict(
+        {
+          groups: optional(
+            Type.Array(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', maxLength: 128 }), {
+              uniqueItems: true,
+              description: 'Dependency groups of the uv project to sync (`uv sync --group <g>`).',
+            }),
+          ),
+          python: optional(
+            Type.String({
+              pattern: '^[A-Za-z0-9][A-Za-z0-9.+@_-]*$',
+              maxLength: 64,
+              description: 'The Python version uv syncs with (`--python`), e.g. `3.12`.',
+              'x-hint': 'write a Python version such as "3.12"',
+            }),
+          ),
+          project: optional(
+            StringEnum(
+              ['auto', 'off'] as const,
+              '`auto` (default): a code tree with `pyproject.toml` and `uv.lock` is synced and the command runs in that environment. `off`: no uv.',
+            ),
+          ),
+        },
+        'How the code tree, when it is a uv project, is synced on the host: once per lock file, cached per host.',
+      ),
+    ),
+    image: optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1024,
+        pattern: '^[^\\s]+$',
+        description:
+          "The container image the job runs in on backends that run containers (`volcano`: it replaces the Backend's `volcano.image`). Other backends ignore it.",
+        'x-hint': 'write an image reference, e.g. "ghcr.io/lab/train:2024.06"',
+      }),
+    ),
+  },
+  'A named, versioned recipe a run runs in: modules, variables, setup steps, uv settings and a container image.',
+);
+
+export const EnvironmentSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Environment, { description: 'Always `Environment`.' }),
+    metadata: Metadata(63, 'environment', environmentNameField),
+    spec: EnvironmentSpecSchema,
+  },
+  'A named, versioned environment a Run runs in: the same setup on every backend (`spec.environment: name` or `name@version`).',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/environment.json', title: 'Environment' },
+);
+
+// ---------------------------------------------------------------------------------------------
 
 export type RunSpec = Static<typeof RunSpecSchema>;
 export type Run = Static<typeof RunSchema>;
@@ -695,9 +832,11 @@ export type Storage = Static<typeof StorageSchema>;
 export type Resources = Static<typeof ResourcesSchema>;
 export type Policy = Static<typeof PolicySchema>;
 export type Parallelism = Static<typeof ParallelismSchema>;
+export type EnvironmentSpec = Static<typeof EnvironmentSpecSchema>;
+export type Environment = Static<typeof EnvironmentSchema>;
 
 /** Any resource, discriminated by kind. */
-export type SpecObject = Run | Dag | Backend | Storage;
+export type SpecObject = Run | Dag | Backend | Storage | Environment;
 
 /** Schema per kind, for validation and generation (with this build's backend types). */
 export const SCHEMAS = {
@@ -705,6 +844,7 @@ export const SCHEMAS = {
   DAG: DagSchema,
   Backend: BackendSchema,
   Storage: StorageSchema,
+  Environment: EnvironmentSchema,
 } as const satisfies Record<Kind, TSchema>;
 
 const schemasByList = new WeakMap<BackendList, Record<Kind, TSchema>>();

@@ -25,12 +25,7 @@ function validators(list: BackendList): Record<Kind, ValidateFunction> {
     const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
     ajv.addKeyword({ keyword: 'x-hint', schemaType: 'string' });
     const schemas = schemasFor(list);
-    v = {
-      Run: ajv.compile(schemas.Run),
-      DAG: ajv.compile(schemas.DAG),
-      Backend: ajv.compile(schemas.Backend),
-      Storage: ajv.compile(schemas.Storage),
-    };
+    v = Object.fromEntries(KINDS.map((k) => [k, ajv.compile(schemas[k])])) as Record<Kind, ValidateFunction>;
     compiled.set(list, v);
   }
   return v;
@@ -70,7 +65,7 @@ export function dispatchKind(value: unknown, loc: Locator): { kind: Kind } | { e
       'NotAnObject',
       [],
       `a spec must be a mapping, got ${describe(value)}`,
-      `start the document with "apiVersion: ${API_VERSION}", "kind: Run" (or DAG, Backend, Storage), "metadata:" and "spec:"`,
+      `start the document with "apiVersion: ${API_VERSION}", "kind: Run" (or DAG, Backend, Storage, Environment), "metadata:" and "spec:"`,
     );
   }
   const obj = value as Record<string, unknown>;

@@ -62,7 +62,7 @@ const ruleBytes = (r: FuzzRun): number =>
  */
 export const sshLaunchBytes = (r: FuzzRun): number =>
   Buffer.byteLength(
-    shellJoin([envFile(envOf(r)), bootstrapScript({ jobName: `adv-${r.name}-1`, argv: argvOf(r) }, 0)]),
+    shellJoin([envFile(envOf(r)), bootstrapScript({ jobName: `adv-${r.name}-1`, argv: argvOf(r) })]),
   ) + 4096;
 
 /** A batch fits: within the argument rules, a spec file the loader reads, ≤ 250 strings a sink. */

@@ -97,6 +97,18 @@ describe('AgentHub', () => {
     expect(await readFile(join(dir, 'agents', 'journal.jsonl'), 'utf8')).not.toContain('secret-value');
   });
 
+  it('hands the agent the job’s setup and uv settings in the claim’s env (ADV_SETUP, ADV_UV)', async () => {
+    const a = enroll(hub, 'a');
+    const setup = [{ from: 'Environment cuda12@2', run: 'module load cuda/12.4' }];
+    hub.enqueue('desks', [{ ...request('s'), env: { LR: '1' }, setup, uv: { groups: ['train'] } }]);
+    const c = (await hub.claim(a, { capabilities: caps }, 0, () => true)) as Claim;
+    expect(c.env).toEqual({
+      LR: '1',
+      ADV_SETUP: JSON.stringify(setup),
+      ADV_UV: '{"groups":["train"]}',
+    });
+  });
+
   it('never offers a CUDA attempt to an agent without CUDA', async () => {
     const cpu = enroll(hub, 'cpu');
     hub.enqueue('desks', [request('g', 1, 1)]);

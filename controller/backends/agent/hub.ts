@@ -35,6 +35,7 @@ import {
   type ObservedJob,
 } from '../types.js';
 import { checkExit, checkTime, type TimeWindow } from './checks.js';
+import { setupVariables } from '../job-env.js';
 import { Journal } from './journal.js';
 import { needOf, policyAllows, selectorMatches, unfitBecause, type Need } from './match.js';
 
@@ -632,7 +633,8 @@ export class AgentHub {
         argv: r.argv,
         spec: r.spec as Claim['spec'],
         code: r.code,
-        env: r.env,
+        // The setup travels in the claim's env (ADV_SETUP, ADV_UV); the agent adds its own cache dir.
+        env: { ...r.env, ...setupVariables(r) },
         secretEnv: r.secretEnv ?? {},
         ...(r.store ? { store: r.store } : {}),
         leaseSec,

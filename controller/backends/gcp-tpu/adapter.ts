@@ -249,7 +249,6 @@ export class TpuBackend implements Backend {
         host = new RemoteHost({
           transport: this.ctx.ssh(sshTargetOf({ ...this.spec.connection, host: address })),
           paths: this.spec.paths,
-          setup: this.spec.setup,
           code: this.ctx.code,
           logger: this.logger,
         });

@@ -3,7 +3,7 @@
  * start it (through tsx's loader): where adv exec runs, and that it ends whatever is removed under
  * its job.
  */
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -94,6 +94,28 @@ describe('local backend jobs', () => {
     // Inside the job dir, adv exec would die with it (see the next test).
     expect(readlinkSync(`/proc/${pid}/cwd`)).toBe('/');
     await b.cancel({ backend: 'local', jobName: 'adv-where-1', jobId: String(pid) });
+    await ended(pid, 'adv exec of a cancelled job');
+  }, 120_000);
+
+  it('gives adv exec the setup, the uv settings and the data dir’s cache (ADV_SETUP, ADV_UV, ADV_CACHE_DIR)', async () => {
+    const dataDir = join(tmp, 'setup');
+    const b = backend(dataDir);
+    const setup = [{ from: 'Run', run: 'true' }];
+    const j = { ...job('adv-setup-1', ['sleep', '60']), setup, uv: { python: '3.12' } };
+    const pid = await submit(b, dataDir, j);
+    // What the backend started adv exec with, whatever adv exec does with it.
+    const environ = Object.fromEntries(
+      readFileSync(`/proc/${pid}/environ`, 'utf8')
+        .split('\0')
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    );
+    expect(environ).toMatchObject({
+      ADV_SETUP: JSON.stringify(setup),
+      ADV_UV: '{"python":"3.12"}',
+      ADV_CACHE_DIR: join(dataDir, 'cache'),
+    });
+    await b.cancel({ backend: 'local', jobName: 'adv-setup-1', jobId: String(pid) });
     await ended(pid, 'adv exec of a cancelled job');
   }, 120_000);
 

@@ -33,7 +33,7 @@ import {
   type ExitRecord,
 } from '../../../runtime/records.js';
 import { optional, strict } from '../../spec/schema-kit.js';
-import { baseJobEnv } from '../job-env.js';
+import { baseJobEnv, setupVariables } from '../job-env.js';
 import {
   JobState,
   observedFromExit,
@@ -150,6 +150,10 @@ export class LocalBackend implements Backend {
           ...baseJobEnv(this.ctx.hostEnv ?? process.env),
           ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
           ...job.env,
+          ...setupVariables(job),
+          // uv environments are kept in the data dir; a job as another user keeps its own (adv
+          // exec's default, under its HOME): one it could write into would be shared with the controller.
+          ...(as ? {} : { ADV_CACHE_DIR: join(this.ctx.dataDir, 'cache') }),
           ...job.secretEnv,
         },
         ...(as ? { uid: as.uid, gid: as.gid } : {}),

@@ -1,3 +1,4 @@
+import { shellQuote } from '../../internal/shell.js';
 /**
  * The remote-host module over a transport that runs commands in a local `sh` (what sshd does with
  * an exec request): the real scripts — ship, find-or-launch, the bootstrap, observe, cancel — with
@@ -86,7 +87,6 @@ describe('RemoteHost over a shell transport', () => {
     host = new RemoteHost({
       transport,
       paths: { root: join(tmp, 'root') },
-      setup: ['echo host-setup > "$ADV_JOB_DIR/setup.txt"'],
       code,
       logger: pino({ level: 'silent' }),
       bundlePath: () => join(tmp, 'fake-exec.mjs'),
@@ -105,6 +105,8 @@ describe('RemoteHost over a shell transport', () => {
     argv,
     code: { commit: 'c1' },
     env,
+    setup: [{ from: 'Backend h', run: 'echo host-setup > "$ADV_JOB_DIR/setup.txt"' }],
+    uv: { groups: ['train'] },
   });
 
   it('launches a batch once, ships the code once, and reads the records back', async () => {
@@ -144,7 +146,13 @@ describe('RemoteHost over a shell transport', () => {
     ]);
     expect(await readFile(join(work, 'adv-ok-1', 'seen.txt'), 'utf8')).toBe('hi\n');
     expect(await readFile(join(work, 'adv-ok-1', 'env.txt'), 'utf8')).toBe(`it's "$(not run)"\n`);
-    expect(await readFile(join(work, 'adv-ok-1', 'setup.txt'), 'utf8')).toBe('host-setup\n');
+    // The setup is adv exec's to run (ADV_SETUP, ADV_UV, ADV_CACHE_DIR): the bootstrap runs no step.
+    expect(existsSync(join(work, 'adv-ok-1', 'setup.txt'))).toBe(false);
+    const envText = await readFile(join(work, 'adv-ok-1', 'env'), 'utf8');
+    expect(envText).toContain(`export ADV_SETUP=${shellQuote(JSON.stringify(jobs[0]!.setup))}\n`);
+    expect(envText).toContain(`export ADV_UV='{"groups":["train"]}'\n`);
+    expect(envText).toContain(`export ADV_CACHE_DIR=${shellQuote(join(tmp, 'root', 'cache'))}\n`);
+    expect(await readFile(join(work, 'adv-ok-1', 'run.sh'), 'utf8')).not.toMatch(/ADV_SETUP|uv sync/);
     expect(await host.findPid('adv-ok-1')).toBe(handles[0]!.jobId);
     expect(await host.findPid('adv-never-1')).toBeUndefined();
   }, 120_000);

@@ -79,13 +79,11 @@ export interface RemoteTransport {
   close(): void;
 }
 
-/** A host's transport, its paths, its setup steps, and where the code comes from. */
+/** A host's transport, its paths, and where the code comes from. */
 export interface RemoteHostOptions {
   transport: RemoteTransport;
   /** Root for payloads and the runtime (default `~/.adventuretime`); work root (default `<root>/work`). */
   paths?: { root?: string | undefined; work?: string | undefined } | undefined;
-  /** Shell steps before every job on this host, before the run's own. */
-  setup?: readonly string[] | undefined;
   code: CodeExporter;
   logger: Logger;
   /** The bundled `adv exec` to ship; default: `dist/adv-exec.mjs`. */
@@ -191,13 +189,12 @@ export class RemoteHost {
     }
     await this.ship(this.bundle.path, this.bundle.bytes);
     const dir = this.jobDir(await this.workRoot(), job.jobName);
-    const setup = [...(this.opts.setup ?? []), ...(job.spec.setup ?? [])];
-    const env = remoteJobEnv(job, { dir, codePath, bundlePath: this.bundle.path }, setup);
+    const env = remoteJobEnv(job, { dir, codePath, bundlePath: this.bundle.path, cacheDir: `${root}/cache` });
     const secrets = secretsFile(job);
     return {
       dir,
       env: envFile(env),
-      runSh: bootstrapScript(job, setup.length),
+      runSh: bootstrapScript(job),
       ...(secrets ? { secrets } : {}),
     };
   }
@@ -417,7 +414,6 @@ export function sshHostOf(spec: BackendObject['spec'], ctx: BackendContext): Rem
     // Validation requires connection.host for the types that use this (ssh, slurm).
     transport: ctx.ssh(sshTargetOf({ ...spec.connection!, host: spec.connection!.host! })),
     paths: spec.paths,
-    setup: spec.setup,
     code: ctx.code,
     logger: ctx.logger,
   });

@@ -133,11 +133,16 @@ describe('slurm: what a two-node job launches', () => {
     await Promise.all([mkdir(dir), mkdir(out), mkdir(bin)]);
     const backend = new SlurmBackend('slurm-a', spec, ctx);
     const j = backend.withCheckpointMode(request, dir);
-    const at = { dir, codePath: join(tmp, 'code.tar.gz'), bundlePath: join(tmp, 'fake-exec.mjs') };
+    const at = {
+      dir,
+      codePath: join(tmp, 'code.tar.gz'),
+      bundlePath: join(tmp, 'fake-exec.mjs'),
+      cacheDir: join(tmp, 'cache'),
+    };
     await writeFile(at.codePath, gzipSync(Buffer.alloc(1024)));
     await writeFile(at.bundlePath, FAKE_EXEC);
-    await writeFile(join(dir, 'env'), envFile(remoteJobEnv(j, at, [])));
-    await writeFile(join(dir, 'run.sh'), bootstrapScript(j, 0));
+    await writeFile(join(dir, 'env'), envFile(remoteJobEnv(j, at)));
+    await writeFile(join(dir, 'run.sh'), bootstrapScript(j));
     await writeFile(join(dir, 'job.sbatch'), backend.batchScript(j, dir));
     for (const [tool, body] of [
       ['srun', FAKE_SRUN],

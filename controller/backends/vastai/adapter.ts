@@ -327,7 +327,6 @@ export class VastBackend implements Backend {
           sshTargetOf({ user: 'root', ...this.spec.connection, host: ep.host, port: ep.port }),
         ),
         paths: this.spec.paths,
-        setup: this.spec.setup,
         code: this.ctx.code,
         logger: this.logger,
       });

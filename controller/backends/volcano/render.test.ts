@@ -28,6 +28,28 @@ const inputs = (over: Partial<RenderInputs['settings']> = {}): RenderInputs => (
 /* eslint-disable-next-line @typescript-eslint/no-explicit-any -- rendered objects are checked field by field */
 type Any = Record<string, any>;
 
+describe('renderAttempt: the setup and the Environment’s image', () => {
+  const setup = [{ from: 'Run', run: 'make data' }];
+  const pod = (j: JobRequest) =>
+    (renderAttempt(j, inputs()).job as Any).spec.tasks[0].template.spec.containers[0] as Any;
+
+  it('gives every pod ADV_SETUP, ADV_UV and a cache dir in its work volume', () => {
+    const c = pod({ ...job, setup, uv: { python: '3.12' } });
+    const env = Object.fromEntries(c.env.map((e: Any) => [e.name, e.value]));
+    expect(env).toMatchObject({
+      ADV_SETUP: JSON.stringify(setup),
+      ADV_UV: '{"python":"3.12"}',
+      ADV_CACHE_DIR: '/adv/cache',
+    });
+    expect(c.volumeMounts).toContainEqual({ name: 'adv-work', mountPath: '/adv' });
+  });
+
+  it('runs the Environment’s image when it names one, else the Backend’s', () => {
+    expect(pod({ ...job, image: 'ghcr.io/lab/cuda12:2' }).image).toBe('ghcr.io/lab/cuda12:2');
+    expect(pod(job).image).toBe('ghcr.io/lab/train:1');
+  });
+});
+
 describe('renderAttempt', () => {
   const { job: vc, secret } = renderAttempt(
     job,

@@ -23,6 +23,7 @@
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import { attemptSubdir, CheckpointMode, launchMode, stopSignalOf } from '../checkpoint-mode.js';
 import { labelValue } from '../names.js';
+import { setupVariables } from '../job-env.js';
 import type { BackendTraits, JobRequest } from '../types.js';
 
 type Settings = NonNullable<BackendObject['spec']['volcano']>;
@@ -49,6 +50,8 @@ export const BUNDLE_FILE = 'adv-exec.mjs';
 export const WORK_DIR = '/adv';
 /** Where `checkpointVolume` is mounted: an attempt's shared dir is `<run>/<attempt>` under it. */
 export const CKPT_MOUNT = '/adv/ckpt';
+/** `ADV_CACHE_DIR` in a pod: uv environments, uv's cache, an installed uv. */
+export const CACHE_DIR = '/adv/cache';
 
 /** What a `volcano` Backend offers a job (see `checkpoint-mode.ts`): the descriptor's traits. */
 export const VOLCANO_TRAITS: BackendTraits = {
@@ -202,6 +205,10 @@ function workerEnv(job: JobRequest, s: Settings): Record<string, string> {
   const nodes = job.spec.resources?.nodes ?? 1;
   return {
     ...job.env,
+    ...setupVariables(job),
+    // In the pod's work volume: a pod's uv environment lasts as long as the pod (bake what every
+    // attempt needs into the Environment's image).
+    ADV_CACHE_DIR: CACHE_DIR,
     ADV_RUN: job.run,
     ADV_ATTEMPT: String(job.attempt),
     ADV_NUM_PROCESSES: String(nodes),
@@ -255,7 +262,8 @@ function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Recor
   ];
   const container = {
     name: TASK,
-    image: s.image,
+    // The run's Environment names the image where it has one; else the Backend's.
+    image: job.image ?? s.image,
     ...(s.imagePullPolicy ? { imagePullPolicy: s.imagePullPolicy } : {}),
     command: ['sh', '-c', PROLOGUE, 'adv', ...execArgs],
     workingDir: WORK_DIR,
