@@ -44,9 +44,6 @@ import type { Sshd } from './sshd.js';
 export const BACKEND_KINDS = ['local', 'ssh', 'slurm', 'gcp-tpu', 'vastai', 'agent', 'volcano'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
 
-/** Remote hosts' `paths.root` under the test's dir, by kind; the others keep theirs elsewhere. */
-const REMOTE: readonly BackendKind[] = ['ssh', 'slurm', 'gcp-tpu', 'vastai'];
-
 const TPU_PROJECT = 'adv-test-project';
 const TPU_ZONE = 'us-central2-b';
 /** One sshd serves them all (OpenSSH listens on at most 16 sockets): TPU workers, then Vast instances. */
@@ -67,24 +64,19 @@ export interface EveryBackend {
   /** The test's temp dir (removed after its tests). */
   readonly tmp: string;
   readonly sshd: Sshd;
-  /** The object store's directory: `file://<store>`. */
-  readonly store: string;
   /** The controller `start` started. */
   readonly controller: Controller;
   /** The specs repo `start` made. */
   readonly repo: WorkTree;
-  /** A remote backend's `paths.root` (its host's files: work dirs, the cache). */
-  root(kind: BackendKind): string;
-  /** The agent's state dir (its jobs' dirs, its cache). */
-  readonly agentDir: string;
-  /** The local backend's data dir (the controller's). */
-  readonly dataDir: string;
   /**
    * A specs repo with one Backend of each kind (named after it; `spec(kind)` is appended to its
    * spec, indented two spaces), the Storage, and `files`; a controller on it serving the agent
    * API, and the agent enrolled with it. Once per describe block.
    */
-  start(files: Record<string, string>, spec?: (kind: BackendKind) => string): Promise<Controller>;
+  start(
+    files: Record<string, string | Uint8Array>,
+    spec?: (kind: BackendKind) => string,
+  ): Promise<Controller>;
   /** `adv logs RUN` from the store: the workload's output of the latest attempt, or of `attempt`. */
   logs(run: string, attempt?: number): Promise<string>;
 }
@@ -103,6 +95,7 @@ export function useEveryBackend(prefix: string): EveryBackend {
   let serving: Serving | undefined;
   let agent: AgentProc | undefined;
   const saved = { CLOUDSDK_CONFIG: process.env.CLOUDSDK_CONFIG, KUBECACHEDIR: process.env.KUBECACHEDIR };
+  /** A remote host's `paths.root`. */
   const root = (kind: BackendKind) => join(cluster.tmp, `${kind}-root`);
   const hostPids = async (kind: BackendKind) => jobPids(join(root(kind), 'work'));
 
@@ -141,8 +134,13 @@ export function useEveryBackend(prefix: string): EveryBackend {
       else process.env[k] = v;
     }
     // Whatever a failed test left running on the hosts.
-    const left = [...(await hostPids('gcp-tpu')), ...(await hostPids('vastai'))];
-    if (c) left.push(...(await localJobPids(join(cluster.tmp, 'data'))));
+    const left = [
+      ...(await hostPids('ssh')),
+      ...(await hostPids('gcp-tpu')),
+      ...(await hostPids('vastai')),
+      ...(await jobPids(join(cluster.tmp, 'agent', 'jobs'))),
+      ...(await localJobPids(join(cluster.tmp, 'data'))),
+    ];
     await killTree(left).catch(() => {});
   });
 
@@ -178,9 +176,6 @@ export function useEveryBackend(prefix: string): EveryBackend {
     get sshd() {
       return cluster.sshd;
     },
-    get store() {
-      return join(cluster.tmp, 'store');
-    },
     get controller() {
       if (!c) throw new Error('no controller: call start() first');
       return c;
@@ -188,16 +183,6 @@ export function useEveryBackend(prefix: string): EveryBackend {
     get repo() {
       if (!wt) throw new Error('no specs repo: call start() first');
       return wt;
-    },
-    root: (kind) => {
-      if (!REMOTE.includes(kind)) throw new Error(`${kind} is not a remote host: it has no paths.root`);
-      return root(kind);
-    },
-    get agentDir() {
-      return join(cluster.tmp, 'agent');
-    },
-    get dataDir() {
-      return join(cluster.tmp, 'data');
     },
     async start(files, spec = () => '') {
       if (c) throw new Error('start() once per describe block');
