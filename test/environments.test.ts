@@ -9,11 +9,11 @@
  * fake Kubernetes). A host without the module ends the attempt as SetupFailed naming the step, and
  * the next attempt runs on another backend; a second attempt on a host syncs nothing.
  *
- * uv on the hosts: none of them has uv on its PATH, so every one installs the version its Backend
- * pins (`uv.version`), as a fresh cloud VM would: with pip, offline, from a wheel dir around the
- * real uv binary (PIP_FIND_LINKS and PIP_NO_INDEX, exported by the Backend's own setup step). A
- * setup step putting the repo's .venv/bin on PATH would not do: adv exec looks for uv on the PATH
- * it starts with, before the steps run.
+ * uv on the hosts: a host with no uv on its PATH (none here has one) installs the version its
+ * Backend pins (`uv.version`), as a fresh cloud VM would: with pip, offline, from a wheel dir
+ * around the real uv binary (PIP_FIND_LINKS and PIP_NO_INDEX, exported by the Backend's own setup
+ * step). A setup step putting the repo's .venv/bin on PATH would not do: adv exec looks for uv on
+ * the PATH it starts with, before the steps run; and no Backend field sets a job's PATH.
  */
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -37,7 +37,7 @@ import {
 } from './helpers/uv-project.js';
 import { passUntil } from './helpers/wait.js';
 
-// uv itself is the project's .venv's (requirements/ci.txt): createUvProject says how to build it when it is missing.
+// uv is the project's .venv's (requirements/ci.txt); createUvProject says how to build it when it is missing.
 const available = everyBackendAvailable('the environments test');
 
 const GREETING = "same everywhere, $(not run) 'quoted'";
