@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends.js';
-import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
 import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/multihost.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
@@ -96,7 +96,10 @@ spec:
     const [first, second] = st()!.attempts;
     // Held at 12 until the eviction: the step both ranks saved in the grace period is resumed from.
     expect(first!.lastStep).toBeGreaterThanOrEqual(12);
-    expect(second).toMatchObject({ phase: 'Succeeded', startStep: first!.lastStep, lastStep: 30 });
+    expect(
+      second,
+      `the attempts: ${JSON.stringify(st()!.attempts, null, 1)}\nwhat each pod said:\n${await podLogs(join(tmp, 'k8s'))}`,
+    ).toMatchObject({ phase: 'Succeeded', startStep: first!.lastStep, lastStep: 30 });
     const last = await manifestAt(store, 'dcp', first!.lastStep!);
     expect(last?.files.map((f) => f.path).sort()).toEqual(['.metadata', '__0_0.distcp', '__1_0.distcp']);
     const logs = async (worker: number) => {

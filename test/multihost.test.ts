@@ -250,10 +250,27 @@ class Attempt {
     await writeFile(join(this.ctrl, what), '');
   }
 
-  /** Tells every workload to stop, and waits for every adv exec to end. */
+  /** Tells every workload to stop, and waits for every adv exec to end (saying what each said if one does not). */
   async stop(): Promise<(number | null)[]> {
     await this.tell('stop');
-    return Promise.all([...this.procs.values()].map((e) => e.done));
+    const ended = Promise.all([...this.procs.values()].map((e) => e.done));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `an adv exec had not ended ${(2 * STEP_MS) / 1000} s after its workload was told to stop:\n${this.out()}`,
+            ),
+          ),
+        2 * STEP_MS,
+      );
+    });
+    try {
+      return await Promise.race([ended, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 

@@ -28,11 +28,9 @@ const READ_GENERICALLY: Record<string, string> = {
  * (issue 29: `tpuType` is the solver's to read; the others are backend settings to wire or drop.)
  */
 const NOT_READ_YET: Record<string, string> = {
-  tpuType: 'the solver matches it against gcp-tpu acceleratorType (issue 29, solver work)',
   gpusPerNode: 'slurm partitions[]: documented capacity the solver does not use yet',
   maxTime: 'slurm partitions[]: the partition limit is not checked against policy.maxHours yet',
   accounting: 'slurm: sacct is not used yet (scontrol is)',
-  chips: 'gcpTpu.chips: chips per host are not matched against resources.tpus yet',
 };
 
 interface SchemaNode {
@@ -80,6 +78,10 @@ describe('schema fields have readers', () => {
       .filter(([name]) => !(name in READ_GENERICALLY) && !(name in NOT_READ_YET) && !isRead(name, text))
       .map(([, path]) => path);
     expect(unread).toEqual([]);
+  });
+
+  it('lists as not read yet only fields that nothing reads (a field read since leaves the list)', () => {
+    expect(Object.keys(NOT_READ_YET).filter((name) => isRead(name, text))).toEqual([]);
   });
 
   it('tells a read from a mention', () => {

@@ -42,7 +42,17 @@ export interface S3StoreOptions {
   transferRetries?: number;
   /** Backoff base for whole-transfer retries, ms (default 500). */
   retryBaseMs?: number;
+  /**
+   * A request whose socket is idle this long (nothing sent or received) fails and is retried
+   * (default REQUEST_IDLE_MS); connecting gets CONNECT_MS. Without them a server that accepts and
+   * never answers holds a request — and what waits on it: a heartbeat, adv exec's end — for ever.
+   */
+  requestIdleMs?: number;
 }
+
+/** Default of `requestIdleMs`: a large part on a slow link still moves bytes well within it. */
+export const REQUEST_IDLE_MS = 120_000;
+const CONNECT_MS = 30_000;
 
 const MiB = 1024 * 1024;
 
@@ -90,6 +100,11 @@ export class S3Store implements ObjectStore {
       ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
       ...(opts.forcePathStyle ? { forcePathStyle: true } : {}),
       ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      // An idle socket, not a whole request: a large part on a slow link keeps moving bytes.
+      requestHandler: {
+        socketTimeout: opts.requestIdleMs ?? REQUEST_IDLE_MS,
+        connectionTimeout: Math.min(CONNECT_MS, opts.requestIdleMs ?? CONNECT_MS),
+      },
     };
     this.client = new S3Client(config);
   }

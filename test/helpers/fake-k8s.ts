@@ -29,6 +29,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -530,4 +531,25 @@ function parseRoute(path: string): Route | undefined {
   if (!def || rest.length > 3) return undefined;
   if (def.namespaced && rest.length > 1) return undefined;
   return { def, name: rest[1], sub: rest[2] };
+}
+
+/**
+ * Every container log the fake kubelet kept under `dir` (the `dir` given to startFakeK8s), pod by
+ * pod in the order they started: what a failed assertion prints, since a pod's own output (its adv
+ * exec's lines) is not in the object store.
+ */
+export async function podLogs(dir: string): Promise<string> {
+  const pods = join(dir, 'pods');
+  const files: { path: string; at: number }[] = [];
+  for (const uid of await readdir(pods).catch(() => []))
+    for (const container of await readdir(join(pods, uid, 'logs')).catch(() => []))
+      for (const f of await readdir(join(pods, uid, 'logs', container)).catch(() => [])) {
+        const path = join(pods, uid, 'logs', container, f);
+        files.push({ path, at: (await stat(path).catch(() => undefined))?.birthtimeMs ?? 0 });
+      }
+  files.sort((a, b) => a.at - b.at);
+  const out: string[] = [];
+  for (const f of files)
+    out.push(`--- ${f.path}\n${await readFile(f.path, 'utf8').catch(() => '(unreadable)')}`);
+  return out.join('\n');
 }
