@@ -7,7 +7,7 @@
  * lets two run at once; a wrong or revoked token gets 401; an agent without CUDA never claims a
  * CUDA run; a controller restarted while agents hold claims honours every one.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,25 +15,16 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { serve, type Serving } from '../controller/serve.js';
-import { FILE_STORAGE, TRAIN } from './helpers/backends.js';
+import { ADV, startAgentProcess, type AgentProc } from './helpers/agent.js';
+import { agentBackendYaml, FILE_STORAGE, TRAIN } from './helpers/backends.js';
 import { freePort } from './helpers/net.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { startStallProxy } from './helpers/stall-proxy.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 import type { ExecRecord, ExitRecord } from '../runtime/records.js';
 
-const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
 const ENROLL = 'enroll-token-for-the-agent-pool-0123456789';
 const API = 'api-token-for-operators-0123456789abcdef';
-
-const backendYaml = (extra = '') => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: desks}
-spec:
-  type: agent
-  agent: {tokenSecret: AGENT_ENROLL, staleAfterSec: 10}
-  capabilities: {gpus: 1, cuda: true}
-${extra}`;
 
 const runYaml = (name: string, args: string, extra = '') => `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
@@ -46,14 +37,6 @@ spec:
   policy: {maxAttempts: 4}
   backendSelector: {order: [desks]}
 ${extra}`;
-
-interface AgentProc {
-  name: string;
-  proc: ChildProcess;
-  out: () => string;
-  stateDir: string;
-  exited: Promise<number | null>;
-}
 
 describe('agent: hosts that pull their work', () => {
   let tmp: string;
@@ -76,7 +59,7 @@ describe('agent: hosts that pull their work', () => {
   });
 
   afterEach(async () => {
-    await Promise.all(agents.splice(0).map((a) => stopAgent(a)));
+    await Promise.all(agents.splice(0).map((a) => a.stop()));
     await serving?.close();
     await c?.stop();
     serving = undefined;
@@ -92,7 +75,7 @@ describe('agent: hosts that pull their work', () => {
     if (files) {
       await wt?.cleanup();
       wt = await makeWorkTree({
-        'backends/desks.yaml': backendYaml(),
+        'backends/desks.yaml': agentBackendYaml(),
         'storage.yaml': FILE_STORAGE,
         'train.py': await readFile(TRAIN, 'utf8'),
         ...files,
@@ -121,42 +104,18 @@ describe('agent: hosts that pull their work', () => {
     name: string,
     opts: { gpu?: boolean; controller?: string; token?: string; extra?: string[]; stateDir?: string } = {},
   ): Promise<AgentProc> {
-    const stateDir = opts.stateDir ?? join(tmp, `agent-${name}-${Date.now()}`);
-    const tokenFile = join(tmp, `enroll-${name}`);
-    await writeFile(tokenFile, opts.token ?? ENROLL, { mode: 0o600 });
-    const PATH = (opts.gpu ? `${join(tmp, 'gpu-bin')}:` : '') + process.env.PATH;
-    let out = '';
-    const proc = spawn(
-      process.execPath,
-      [
-        ADV,
-        'agent',
-        '--controller',
-        opts.controller ?? url(),
-        '--name',
-        name,
-        '--state-dir',
-        stateDir,
-        '--enroll-token-file',
-        tokenFile,
-        '--wait',
-        '5',
-        ...(opts.extra ?? []),
-      ],
-      { env: { PATH, HOME: process.env.HOME ?? tmp }, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    proc.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-    proc.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-    const a = { name, proc, out: () => out, stateDir, exited };
+    const a = await startAgentProcess({
+      name,
+      controller: opts.controller ?? url(),
+      token: opts.token ?? ENROLL,
+      stateDir: opts.stateDir ?? join(tmp, `agent-${name}-${Date.now()}`),
+      tokenDir: tmp,
+      path: (opts.gpu ? `${join(tmp, 'gpu-bin')}:` : '') + process.env.PATH,
+      home: process.env.HOME ?? tmp,
+      ...(opts.extra ? { extra: opts.extra } : {}),
+    });
     agents.push(a);
     return a;
-  }
-
-  async function stopAgent(a: AgentProc): Promise<void> {
-    if (a.proc.exitCode !== null || a.proc.signalCode !== null) return;
-    a.proc.kill('SIGKILL');
-    await a.exited;
   }
 
   /** The compiled CLI with the operator's API token (or `env`): its exit code and output. */
@@ -235,7 +194,7 @@ describe('agent: hosts that pull their work', () => {
   }, 240_000);
 
   it('two agents race for one attempt: exactly one runs it', async () => {
-    await startController({ 'backends/desks.yaml': backendYaml() });
+    await startController({ 'backends/desks.yaml': agentBackendYaml() });
     const [a, b] = [await startAgent('race-a', { gpu: true }), await startAgent('race-b', { gpu: true })];
     await enrolled(2);
     // Both are long-polling when the run appears.
@@ -291,7 +250,7 @@ describe('agent: hosts that pull their work', () => {
   }, 240_000);
 
   it('a wrong token gets 401 and claims nothing; a revoked agent stops; a drained one takes no work', async () => {
-    await startController({ 'backends/desks.yaml': backendYaml() });
+    await startController({ 'backends/desks.yaml': agentBackendYaml() });
     const wrong = await startAgent('intruder', { gpu: true, token: 'not-the-enrollment-token-at-all' });
     expect(await wrong.exited).toBe(8); // refused for good: systemd does not restart it
     expect(wrong.out()).toMatch(/enrollment refused: .*401/);

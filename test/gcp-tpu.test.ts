@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { FILE_STORAGE, gcloudAvailable, TRAIN } from './helpers/backends.js';
+import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml, TRAIN } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -70,16 +70,14 @@ describe.runIf(available)('gcp-tpu: a TPU VM slice per attempt, through the real
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const backendYaml = (zones: string[]) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: tpu}
-spec:
-  type: gcp-tpu
-  gcpTpu: {project: ${PROJECT}, zone: ${zones[0]}, zones: [${zones.slice(1).join(', ')}], acceleratorType: v4-16, spot: true, readyTimeoutSec: 120}
-  connection: {user: root, port: ${sshd.port}, identityFile: ${sshd.identityFile}, knownHostsFile: ${sshd.knownHostsFile}}
-  paths: {root: ${join(tmp, 'tpu-root')}}
-  capabilities: {costPerHour: 12.88}
-`;
+  const backendYaml = (zones: string[], more: Record<string, unknown> = {}) =>
+    gcpTpuBackendYaml(
+      sshd,
+      'tpu',
+      join(tmp, 'tpu-root'),
+      { project: PROJECT, zone: zones[0], zones: zones.slice(1), acceleratorType: 'v4-16', ...more },
+      '  capabilities: {costPerHour: 12.88}\n',
+    );
 
   const runYaml = (name: string, command: string) => `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
@@ -264,10 +262,7 @@ spec:
       });
       await passUntil('being created', () => api.nodes().some((n) => n.id === 'adv-edit-1'));
       // A change to the Backend spec remakes its adapter while the old one waits for READY.
-      await wt!.write(
-        'backends/tpu.yaml',
-        backendYaml([ZONE_A, ZONE_B]).replace('readyTimeoutSec: 120', 'readyTimeoutSec: 150'),
-      );
+      await wt!.write('backends/tpu.yaml', backendYaml([ZONE_A, ZONE_B], { readyTimeoutSec: 150 }));
       await wt!.commit('edit the backend');
       c!.requestFetch('test');
       await c!.pass(); // fetches, loads the edit, and remakes the adapter

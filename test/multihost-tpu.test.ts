@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE, gcloudAvailable } from './helpers/backends.js';
+import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml } from './helpers/backends.js';
 import { killTree, startFakeTpuApi, type FakeTpuApi } from './helpers/fake-tpu-api.js';
 import { captureIo } from './helpers/io.js';
 import { jobOutputs, jobPids } from './helpers/job-pids.js';
@@ -73,15 +73,13 @@ describe.runIf(available)('multi-host checkpoints on a TPU slice with one disk p
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const backendYaml = (name: string, extra: string) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: ${name}}
-spec:
-  type: gcp-tpu
-  gcpTpu: {project: ${PROJECT}, zone: ${ZONE}, acceleratorType: v4-16, spot: true, readyTimeoutSec: 120${extra}}
-  connection: {user: root, port: ${sshd.port}, identityFile: ${sshd.identityFile}, knownHostsFile: ${sshd.knownHostsFile}}
-  paths: {root: ${join(tmp, 'tpu-root')}}
-`;
+  const backendYaml = (name: string, more: Record<string, unknown>) =>
+    gcpTpuBackendYaml(sshd, name, join(tmp, 'tpu-root'), {
+      project: PROJECT,
+      zone: ZONE,
+      acceleratorType: 'v4-16',
+      ...more,
+    });
 
   /** Runs `job` on `backend` held at step 12, preempts the node, resumes; returns the logs and attempts. */
   async function preemptAndResume(run: string, job: Job, backend: string, mode: string) {
@@ -91,8 +89,8 @@ spec:
     await wt?.cleanup();
     const dataDir = join(tmp, `data-${run}`);
     wt = await makeWorkTree({
-      'backends/tpu-shared.yaml': backendYaml('tpu-shared', `, sharedMount: ${join(tmp, 'filestore')}`),
-      'backends/tpu.yaml': backendYaml('tpu', ''),
+      'backends/tpu-shared.yaml': backendYaml('tpu-shared', { sharedMount: join(tmp, 'filestore') }),
+      'backends/tpu.yaml': backendYaml('tpu', {}),
       'storage.yaml': FILE_STORAGE,
       ...(await multihostFiles()),
       [`runs/${run}.yaml`]: `apiVersion: adventuretime.dev/v1alpha1

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
+import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends.js';
 import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
 import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/multihost.js';
@@ -58,22 +59,11 @@ describe.runIf(available)('a 2-replica torch DCP gang on Volcano, no shared disk
     const hold = join(tmp, 'hold');
     await writeFile(hold, '');
     wt = await makeWorkTree({
-      'backends/k8s.yaml': `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: k8s}
-spec:
-  type: volcano
-  volcano:
-    kubeconfig: ${k8s.kubeconfig}
-    context: ${k8s.context}
-    namespace: ${NS}
-    queue: default
-    image: node:20-bookworm
-    graceSec: 30
-    volumes: [{claimName: adv-store, mountPath: ${store}}]
-  capabilities: {gpus: 8, nodes: 4}
-`,
-      'storage.yaml': `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: ${store}}}\n`,
+      'backends/k8s.yaml': volcanoBackendYaml(k8s, 'k8s', {
+        graceSec: 30,
+        volumes: [{ claimName: 'adv-store', mountPath: store }],
+      }),
+      'storage.yaml': fileStorageYaml(store),
       ...(await multihostFiles()),
       'runs/dcp.yaml': `apiVersion: adventuretime.dev/v1alpha1
 kind: Run

@@ -17,7 +17,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { labelPrefix } from '../controller/backends/vastai/adapter.js';
-import { FILE_STORAGE, TRAIN } from './helpers/backends.js';
+import { FILE_STORAGE, TRAIN, vastaiBackendYaml } from './helpers/backends.js';
 import { killTree } from './helpers/fake-tpu-api.js';
 import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './helpers/fake-vast-api.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -76,15 +76,12 @@ describe.runIf(haveSshd())('vastai: a rented instance per attempt, destroyed how
 
   // A short loading timeout only where being stuck is the subject: elsewhere a loaded machine can
   // take longer than a few seconds between the reads that see an instance loading and running.
-  const backendYaml = (loadingTimeoutSec = 600) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: vast}
-spec:
-  type: vastai
-  vastai: {apiKeySecret: VAST_API_KEY, apiUrl: "${api.url}", numGpus: 1, interruptible: true, loadingTimeoutSec: ${loadingTimeoutSec}}
-  connection: {identityFile: ${sshd.identityFile}, knownHostsFile: ${sshd.knownHostsFile}}
-  paths: {root: ${join(tmp, 'vast-root')}}
-`;
+  const backendYaml = (loadingTimeoutSec = 600) =>
+    vastaiBackendYaml(sshd, 'vast', join(tmp, 'vast-root'), {
+      apiUrl: api.url,
+      interruptible: true,
+      loadingTimeoutSec,
+    });
 
   const runYaml = (
     name: string,

@@ -24,7 +24,7 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { CAPACITY_TTL_MS } from '../controller/loop/observer.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { TRAIN } from './helpers/backends.js';
+import { fileStorageYaml, TRAIN, volcanoBackendYaml } from './helpers/backends.js';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
@@ -69,24 +69,16 @@ describe.runIf(available)('volcano: a gang Job per attempt, through the real kub
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const backendYaml = (name: string, queue: string, ns = NS) => `apiVersion: adventuretime.dev/v1alpha1
-kind: Backend
-metadata: {name: ${name}}
-spec:
-  type: volcano
-  volcano:
-    kubeconfig: ${k8s.kubeconfig}
-    context: ${k8s.context}
-    namespace: ${ns}
-    queue: ${queue}
-    image: node:20-bookworm
-    shmSize: 256Mi
-    graceSec: 5
-    volumes: [{claimName: adv-store, mountPath: ${store}}, {claimName: out, mountPath: ${out}}]
-  capabilities: {gpus: 8, nodes: 4}
-`;
-  const storageYaml = () =>
-    `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: ${store}}}\n`;
+  const backendYaml = (name: string, queue: string, ns = NS) =>
+    volcanoBackendYaml(k8s, name, {
+      namespace: ns,
+      queue,
+      shmSize: '256Mi',
+      volumes: [
+        { claimName: 'adv-store', mountPath: store },
+        { claimName: 'out', mountPath: out },
+      ],
+    });
 
   const runYaml = (name: string, command: string, extra = '') => `apiVersion: adventuretime.dev/v1alpha1
 kind: Run
@@ -103,7 +95,7 @@ ${extra}`;
     await wt?.cleanup();
     wt = await makeWorkTree({
       'backends/k8s.yaml': backendYaml('k8s', 'default'),
-      'storage.yaml': storageYaml(),
+      'storage.yaml': fileStorageYaml(store),
       'train.py': await readFile(TRAIN, 'utf8'),
       ...files,
     });
@@ -422,7 +414,7 @@ ${extra}`;
     await writeFile(marker, '');
     wt = await makeWorkTree({
       'backends/k8s.yaml': backendYaml('k8s', 'default'),
-      'storage.yaml': storageYaml(),
+      'storage.yaml': fileStorageYaml(store),
       'runs/crash.yaml': runYaml(
         'crash',
         `echo "$ADV_PROCESS_ID" >> ${out}/crash`,

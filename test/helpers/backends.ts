@@ -71,9 +71,13 @@ export function slurmAvailable(what: string): boolean {
 /**
  * In a describe block: the test SLURM cluster and an sshd started before its tests, a temp dir,
  * and everything stopped after them — what `defer` was given first (controllers, work trees),
- * then sshd, the dir, and the cluster (whose stop cancels its jobs).
+ * then sshd, the dir, and the cluster (whose stop cancels its jobs). `sshd` is how the sshd listens
+ * (more loopback addresses, for the hosts a fake cloud hands out).
  */
-export function useSlurmCluster(prefix: string): {
+export function useSlurmCluster(
+  prefix: string,
+  sshdOptions: Parameters<typeof startSshd>[0] = {},
+): {
   readonly sshd: Sshd;
   readonly tmp: string;
   defer(fn: () => unknown): void;
@@ -83,7 +87,7 @@ export function useSlurmCluster(prefix: string): {
   const deferred: (() => unknown)[] = [];
   beforeAll(async () => {
     execFileSync(join(SLURM_INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
-    sshd = await startSshd();
+    sshd = await startSshd(sshdOptions);
     tmp = await mkdtemp(join(tmpdir(), prefix));
   }, 60_000);
   afterAll(async () => {
@@ -118,3 +122,88 @@ export function gcloudAvailable(what: string): boolean {
   if (!ok) console.warn(`SKIPPING ${what}: it needs the Cloud SDK (gcloud) and openssh-server`);
   return ok;
 }
+
+/** The agent pool the agent tests enroll into (`AGENT_ENROLL` is its enrollment token). */
+export const agentBackendYaml = (name = 'desks', extra = '') => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: ${name}}
+spec:
+  type: agent
+  agent: {tokenSecret: AGENT_ENROLL, staleAfterSec: 10}
+  capabilities: {gpus: 1, cuda: true}
+${extra}`;
+
+/**
+ * A gcp-tpu Backend driven through the real gcloud (pointed at the fake TPU API by
+ * `CLOUDSDK_CONFIG`), whose workers are `s` on the loopback addresses the fake hands out.
+ * `gcpTpu` holds the project, zone and accelerator type, and overrides the defaults (spot, ready
+ * within 120 s); `extra` is more of the spec, indented.
+ */
+export const gcpTpuBackendYaml = (
+  s: Sshd,
+  name: string,
+  root: string,
+  gcpTpu: Record<string, unknown>,
+  extra = '',
+) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: ${name}}
+spec:
+  type: gcp-tpu
+  gcpTpu: ${JSON.stringify({ spot: true, readyTimeoutSec: 120, ...gcpTpu })}
+  connection: {user: ${s.user}, port: ${s.port}, identityFile: ${s.identityFile}, knownHostsFile: ${s.knownHostsFile}}
+  paths: {root: ${root}}
+${extra}`;
+
+/**
+ * A vastai Backend against the fake Vast API at `apiUrl` (its key in the secret `VAST_API_KEY`),
+ * whose instances are `s` on the loopback addresses the fake hands out. `vastai` overrides the
+ * defaults (one GPU); `extra` is more of the spec, indented.
+ */
+export const vastaiBackendYaml = (
+  s: Sshd,
+  name: string,
+  root: string,
+  vastai: Record<string, unknown>,
+  extra = '',
+) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: ${name}}
+spec:
+  type: vastai
+  vastai: ${JSON.stringify({ apiKeySecret: 'VAST_API_KEY', numGpus: 1, ...vastai })}
+  connection: {identityFile: ${s.identityFile}, knownHostsFile: ${s.knownHostsFile}}
+  paths: {root: ${root}}
+${extra}`;
+
+/**
+ * A volcano Backend driven through the real kubectl against the fake Kubernetes + Volcano
+ * (`k8s`: its kubeconfig and context), 8 GPUs on 4 nodes. `volcano` overrides the defaults
+ * (namespace `default`, queue `default`, an image the fake kubelet ignores, 5 s grace); `extra`
+ * is more of the spec, indented.
+ */
+export const volcanoBackendYaml = (
+  k8s: { kubeconfig: string; context: string },
+  name: string,
+  volcano: Record<string, unknown>,
+  extra = '',
+) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Backend
+metadata: {name: ${name}}
+spec:
+  type: volcano
+  volcano: ${JSON.stringify({
+    kubeconfig: k8s.kubeconfig,
+    context: k8s.context,
+    namespace: 'default',
+    queue: 'default',
+    image: 'node:20-bookworm',
+    graceSec: 5,
+    ...volcano,
+  })}
+  capabilities: {gpus: 8, nodes: 4}
+${extra}`;
+
+/** A file:// Storage at an absolute path (one a volcano pod mounts at the same path). */
+export const fileStorageYaml = (path: string) =>
+  `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: ${path}}}\n`;

@@ -1,5 +1,5 @@
 /** Helpers to make specs repos in tests: a work tree with commits, pushed where asked. */
-import { mkdtemp, mkdir, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, mkdir, readdir, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { git } from '../../controller/git/native.js';
@@ -27,7 +27,7 @@ spec:
 
 export interface WorkTree {
   dir: string;
-  write(rel: string, content: string): Promise<void>;
+  write(rel: string, content: string | Uint8Array): Promise<void>;
   remove(rel: string): Promise<void>;
   commit(message: string): Promise<string>;
   push(): Promise<void>;
@@ -37,7 +37,7 @@ export interface WorkTree {
 
 /** A fresh work tree on `main`; with `remote`, its origin. */
 export async function makeWorkTree(
-  files: Record<string, string>,
+  files: Record<string, string | Uint8Array>,
   remote?: string,
   token?: string,
 ): Promise<WorkTree> {
@@ -70,4 +70,17 @@ export async function makeWorkTree(
   await wt.commit('initial specs');
   if (remote) await wt.push();
   return wt;
+}
+
+/** Every file under `dir` (not `.git`), by its path relative to `dir`: to commit a code tree made elsewhere. */
+export async function filesIn(dir: string): Promise<Record<string, Buffer>> {
+  const files: Record<string, Buffer> = {};
+  for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!e.isFile()) continue;
+    const path = join(e.parentPath, e.name);
+    const rel = path.slice(dir.length + 1);
+    if (rel.split('/')[0] === '.git') continue;
+    files[rel] = await readFile(path);
+  }
+  return files;
 }

@@ -7,7 +7,7 @@
  *
  * The project also carries an Lmod-like module system (`lmod/init.sh` defines a `module` shell
  * function; `module load fp` exports MODULE_VAR), so a setup step can source it from the work dir
- * on any host.
+ * on any host, or, with MODULEPATH set to its `lmod/modulefiles`, from wherever a host keeps it.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -194,9 +194,12 @@ if __name__ == "__main__":
     sys.exit(main())
 `;
 
-/** `module load NAME` sources lmod/modulefiles/NAME.sh, as Lmod's shell function evaluates a module. */
+/**
+ * `module load NAME` sources `NAME.sh` in MODULEPATH (one dir), else in the sourcing dir's
+ * lmod/modulefiles, as Lmod's shell function evaluates a module.
+ */
 const LMOD_INIT = `# An Lmod-like module system for tests: defines the shell function \`module\`.
-__fp_modulepath="$(pwd)/lmod/modulefiles"
+__fp_modulepath="\${MODULEPATH:-$(pwd)/lmod/modulefiles}"
 module() {
   case "$1" in
     load) shift; for __m in "$@"; do
