@@ -7,6 +7,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { SecretSource } from '../secrets.js';
 import { ExitReason } from '../../runtime/records.js';
+import type { SetupItem, UvSettings } from '../../runtime/setup.js';
 import type { ObjectStore } from '../../runtime/store/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { CheckpointMode } from './checkpoint-mode.js';
@@ -47,16 +48,8 @@ export interface JobRequest {
   image?: string;
 }
 
-/** One item of `ADV_SETUP`: a shell step, or variables exported at that point of the session. */
-export type SetupItem = { from: string; run: string } | { from: string; env: Record<string, string> };
-
-/** `ADV_UV`: how `adv exec` syncs a uv project (groups, Python) and which uv it installs when missing. */
-export interface UvSettings {
-  groups?: string[];
-  python?: string;
-  version?: string;
-  project?: 'auto' | 'off';
-}
+/** The setup contract's items and uv settings: adv exec's own types (runtime/setup.ts reads them). */
+export type { SetupItem, UvSettings };
 
 export interface JobHandle {
   backend: string;
