@@ -12,6 +12,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { ExitReason, type ExitRecord, type SetupFailure } from './records.js';
 import { redactText } from './redact.js';
+import { shellQuote } from './shell.js';
 
 /** The variables of the contract between the controller and adv exec. */
 export const SETUP_VAR = 'ADV_SETUP';
@@ -86,12 +87,6 @@ export function parseUv(raw: string | undefined): UvSettings {
   if (project !== undefined && project !== 'auto' && project !== 'off')
     throw new Error(`${shape}; project is ${JSON.stringify(project)}`);
   return v as UvSettings;
-}
-
-/** The one way a value reaches the setup shell: POSIX single quotes. */
-export function shellQuote(s: string): string {
-  if (s.includes('\0')) throw new Error('a shell value cannot contain a NUL byte');
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 const TEMPLATE = /\{\{\s*(secrets\.)?([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;

@@ -10,7 +10,8 @@ import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { CACHE_VAR, shellQuote, type SetupStep, type UvSettings } from './setup.js';
+import { CACHE_VAR, type SetupStep, type UvSettings } from './setup.js';
+import { shellQuote } from './shell.js';
 
 /** The uv installed on a host that has none, unless the Backend pins another (`uv.version`). */
 export const UV_VERSION = '0.13.9';
