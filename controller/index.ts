@@ -95,3 +95,12 @@ export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';
 export { API_TOKEN_ENV, API_TOKEN_FILE, configuredApiToken } from './api-token.js';
 export { dashboardRoute } from './dashboard/index.js';
+
+// `adv run`: one attempt composed as the controller composes it, started as the local backend does.
+export { buildJobRequest } from './loop/job-request.js';
+export { EnvironmentIndex } from './spec/environments.js';
+export { baseJobEnv } from './backends/job-env.js';
+export { jobNameFor } from './backends/types.js';
+export type { JobRequest } from './backends/types.js';
+export { localExecArgs, localExecCommand, localJobEnv } from './backends/local/index.js';
+export { urlStoreTarget } from './storage.js';

@@ -41,14 +41,33 @@ export function storeTarget(
   if (s3.endpoint) q.set('endpoint', s3.endpoint);
   if (s3.region) q.set('region', s3.region);
   if (s3.forcePathStyle) q.set('forcePathStyle', 'true');
-  const jobEnv: Record<string, string> = {};
-  const missing: string[] = [];
   if (s3.credentialsSecret) q.set('credentials', s3.credentialsSecret);
-  for (const v of storeCredentialNames(spec)) {
-    if (env[v]) jobEnv[v] = env[v]!;
-    else if (s3.credentialsSecret) missing.push(v);
-  }
   const prefix = (s3.prefix ?? '').replace(/^\/+|\/+$/g, '');
   const query = q.toString();
-  return { url: `s3://${s3.bucket}/${prefix}${query ? `?${query}` : ''}`, env: jobEnv, missing };
+  return { url: `s3://${s3.bucket}/${prefix}${query ? `?${query}` : ''}`, ...credentialsOf(spec, env) };
+}
+
+/** The store's credentials a job needs, from `env`; those a `credentialsSecret` names but `env` lacks. */
+function credentialsOf(spec: StorageSpec, env: NodeJS.ProcessEnv): Omit<StoreTarget, 'url'> {
+  const jobEnv: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const v of storeCredentialNames(spec)) {
+    if (env[v]) jobEnv[v] = env[v]!;
+    else if (spec.s3?.credentialsSecret) missing.push(v);
+  }
+  return { env: jobEnv, missing };
+}
+
+/**
+ * The target of a store named by URL (`--store`, `ADV_STORE`) rather than by a Storage spec: an
+ * `s3://` URL's credentials (`?credentials=NAME`, else the AWS SDK's own variables) come from `env`.
+ */
+export function urlStoreTarget(url: string, env: NodeJS.ProcessEnv = process.env): StoreTarget {
+  if (!url.startsWith('s3://')) return { url, env: {}, missing: [] };
+  const credentialsSecret = new URL(url).searchParams.get('credentials') ?? undefined;
+  const spec: StorageSpec = {
+    type: 's3',
+    s3: { bucket: '', ...(credentialsSecret ? { credentialsSecret } : {}) },
+  };
+  return { url, ...credentialsOf(spec, env) };
 }

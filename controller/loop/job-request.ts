@@ -51,7 +51,7 @@ export interface JobRequestInputs {
  */
 export function buildJobRequest(
   run: string,
-  attempt: Attempt,
+  attempt: Pick<Attempt, 'n' | 'jobName' | 'codeCommit'>,
   spec: RunSpec,
   inputs: JobRequestInputs,
 ): JobRequest {

@@ -117,48 +117,25 @@ export class LocalBackend implements Backend {
     // As another user, adv exec runs from its bundle in the job dir: the controller's own install
     // (under /root, a mode-700 checkout) is often unreadable to that user, and a job that cannot
     // start adv exec would only be seen as NeverStarted a minute later.
-    const [node, ...prefix] = as ? [process.execPath, join(dir, BUNDLE)] : [...advCommand(), 'exec'];
+    const [node, ...prefix] = as ? [process.execPath, join(dir, BUNDLE)] : localExecCommand();
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
-    const child = spawn(
-      node!,
-      [
-        ...prefix,
-        ...(job.store ? ['--store', job.store.url] : []),
-        '--run',
-        job.run,
-        '--attempt',
-        String(job.attempt),
-        '--job-dir',
-        dir,
-        '--cwd',
-        cwd,
-        // One process on one host: only a declared stop signal is passed (SIGTERM is adv exec's own).
-        ...(job.spec.policy?.stopSignal ? ['--stop-signal', job.spec.policy.stopSignal] : []),
-        '--',
-        ...job.argv,
-      ],
-      {
-        // adv exec itself runs in a dir nobody removes; the workload runs in `cwd`. Started in the
-        // job dir, an adv exec run from source (tsx's loader thread) hung for good when the dir
-        // was removed while it loaded: the loader thread died of the missing cwd, unnoticed.
-        cwd: ADV_EXEC_CWD,
-        detached: true,
-        stdio: ['ignore', out, out],
-        // Nothing of the controller's environment but the small base (job-env.ts); secrets go
-        // straight into the process's environment, never to a file.
-        env: {
+    const child = spawn(node!, [...prefix, ...localExecArgs(job, dir, cwd)], {
+      // adv exec itself runs in a dir nobody removes; the workload runs in `cwd`. Started in the
+      // job dir, an adv exec run from source (tsx's loader thread) hung for good when the dir
+      // was removed while it loaded: the loader thread died of the missing cwd, unnoticed.
+      cwd: ADV_EXEC_CWD,
+      detached: true,
+      stdio: ['ignore', out, out],
+      env: localJobEnv(
+        job,
+        {
           ...baseJobEnv(this.ctx.hostEnv ?? process.env),
           ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
-          ...job.env,
-          ...setupVariables(job),
-          // uv environments are kept in the data dir; a job as another user keeps its own (adv
-          // exec's default, under its HOME): one it could write into would be shared with the controller.
-          ...(as ? {} : { ADV_CACHE_DIR: join(this.ctx.dataDir, 'cache') }),
-          ...job.secretEnv,
         },
-        ...(as ? { uid: as.uid, gid: as.gid } : {}),
-      },
-    );
+        as ? undefined : join(this.ctx.dataDir, 'cache'),
+      ),
+      ...(as ? { uid: as.uid, gid: as.gid } : {}),
+    });
     closeSync(out);
     const pid = child.pid;
     child.unref();
@@ -262,6 +239,62 @@ export class LocalBackend implements Backend {
   async remove(jobName: string): Promise<void> {
     await rm(this.dir(jobName), { recursive: true, force: true });
   }
+}
+
+/** The command that starts `adv exec` on this machine (this program's own `adv`). */
+export function localExecCommand(): string[] {
+  return [...advCommand(), 'exec'];
+}
+
+/**
+ * The `adv exec` options and command of a job on this machine: its store, run, attempt, job dir
+ * and working dir. `adv run` starts a run here with the same, so both give one contract.
+ */
+export function localExecArgs(
+  job: JobRequest,
+  jobDir: string,
+  cwd: string,
+  /** More `adv exec` options (`--grace`). */
+  more: readonly string[] = [],
+): string[] {
+  return [
+    ...more,
+    ...(job.store ? ['--store', job.store.url] : []),
+    '--run',
+    job.run,
+    '--attempt',
+    String(job.attempt),
+    '--job-dir',
+    jobDir,
+    '--cwd',
+    cwd,
+    // One process on one host: only a declared stop signal is passed (SIGTERM is adv exec's own).
+    ...(job.spec.policy?.stopSignal ? ['--stop-signal', job.spec.policy.stopSignal] : []),
+    '--',
+    ...job.argv,
+  ];
+}
+
+/**
+ * The environment `adv exec` starts with for a job on this machine: `base` (the small base of
+ * job-env.ts, never the whole environment of the process that starts it), the job's variables,
+ * its setup, and its secrets — these straight into the process's environment, never to a file.
+ * `cacheDir` is where uv environments are kept (absent: adv exec's default, under HOME).
+ */
+export function localJobEnv(
+  job: JobRequest,
+  base: Record<string, string>,
+  cacheDir: string | undefined,
+): Record<string, string> {
+  return {
+    ...base,
+    ...job.env,
+    ...setupVariables(job),
+    // A job as another user keeps its own cache (adv exec's default, under its HOME): one it
+    // could write into would be shared with the controller.
+    ...(cacheDir ? { ADV_CACHE_DIR: cacheDir } : {}),
+    ...job.secretEnv,
+  };
 }
 
 /** Names in an environment that look like credentials (their values are never read here). */
