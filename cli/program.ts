@@ -16,6 +16,7 @@ import { registerLogs } from './commands/logs.js';
 import { registerPlan } from './commands/plan.js';
 import { registerReconcile } from './commands/reconcile.js';
 import { registerRetry } from './commands/retry.js';
+import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
 import { registerValidate } from './commands/validate.js';
 import { ExitCode, reportError } from './exit.js';
@@ -69,6 +70,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerLogs(program, io);
   registerCkpt(program, io);
   registerExec(program);
+  registerRun(program, io);
   registerAgent(program, io);
   registerSchema(program, io);
   registerCompletion(program, io);
