@@ -168,8 +168,9 @@ async function resolveRun(
     resume = [target.name];
   }
   const changed = withOptions(run, opts);
-  // What the command line changed is checked as a spec too: a bad --env is said like a bad env.
-  if (changed !== run) checkOne('(adv run options)', stringify(changed), io);
+  // What the command line made or changed is checked as a spec too: a bad --env is said like a bad env.
+  if (changed !== run || 'argv' in target)
+    checkOne('argv' in target ? '(adv run -- COMMAND)' : '(adv run options)', stringify(changed), io);
   const spec = changed.spec;
   const cwd = join(root, spec.code?.path ?? '', spec.workingDir ?? '');
   if (!existsSync(cwd) || !statSync(cwd).isDirectory())
@@ -203,15 +204,17 @@ function withOptions(run: Run, opts: LocalRunOptions): Run {
 }
 
 /**
- * A stable run name for a command in a directory: a word of the command (the script it runs)
- * and a hash of the directory and every argument, so the same command here resumes its run.
+ * A stable run name for a command in a directory: a word of the command (the script it runs, else
+ * the program) and a hash of the directory and every argument, so the same command here resumes its
+ * run and another one (other arguments, another directory) is another run.
  */
 export function commandRunName(argv: readonly string[], dir: string): string {
   const hash = createHash('sha256')
     .update(JSON.stringify([resolve(dir), ...argv]))
     .digest('hex')
     .slice(0, 8);
-  const word = argv.slice(1).find((a) => !a.startsWith('-')) ?? argv[0] ?? 'run';
+  // The script a interpreter runs (`python3 train.py`, `python -m lab.train`), else the program.
+  const word = argv.slice(1).find((a) => /^[^-\s][^\s]*[./]/.test(a)) ?? argv[0] ?? 'run';
   const slug = basename(word)
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')

@@ -41,7 +41,9 @@ interface Started {
   child: ChildProcess;
   out: () => string;
   err: () => string;
+  /** Its exit code once its output has ended; null when it was killed by a signal. */
   code: Promise<number | null>;
+  exited: Promise<number | null>;
 }
 const started: Started[] = [];
 
@@ -52,18 +54,18 @@ function adv(args: string[], cwd = project): Started {
   let err = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
-  const code = new Promise<number | null>((r) => child.once('close', (c) => r(c)));
-  const s = { child, out: () => out, err: () => err, code };
+  // Its exit, then the end of its output: adv exec (its child, in a group of its own) writes to the
+  // same pipes, and is done before adv run exits unless something went wrong.
+  const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+  const closed = new Promise<void>((r) => child.once('close', () => r()));
+  const code = exited.then(async (c) => (c === null ? c : (await closed, c)));
+  const s = { child, out: () => out, err: () => err, code, exited };
   started.push(s);
   return s;
 }
 
 /** A run that failed half-way leaves nothing behind: adv run, its adv exec, the workload's group. */
 afterEach(async () => {
-  for (const s of started.splice(0)) {
-    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-    await s.code;
-  }
   const jobs = join(dataDir, 'run', 'jobs');
   for (const job of await readdir(jobs).catch(() => [])) {
     const exec = readJson<ExecRecord>(join(jobs, job), EXEC_FILE);
@@ -73,6 +75,10 @@ afterEach(async () => {
       } catch {
         // gone
       }
+  }
+  for (const s of started.splice(0)) {
+    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
+    await s.exited;
   }
 });
 
