@@ -244,9 +244,39 @@ spec:
     expect(await bad.code).toBe(1);
     expect(bad.err()).toMatch(/bad\.yaml:6:\d+/);
     expect(bad.err()).toContain('is invalid; nothing was run');
+    // --env is checked as a spec's env is.
+    const reserved = adv(['run', '-f', 'runs/greet.yaml', '--env', 'ADV_RUN=x'], specs);
+    expect(await reserved.code).toBe(1);
+    expect(reserved.err()).toContain('(adv run options)');
     const unknown = adv(['run', 'nope'], specs);
     expect(await unknown.code).toBe(3);
     expect(unknown.err()).toContain('no Run nope');
     expect(unknown.err()).toContain('greet');
+  });
+
+  it("gives the workload the spec's secrets from this shell, masked in its output; a missing one stops it first", async () => {
+    await writeFile(
+      join(specs, 'secret.yaml'),
+      `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: secret}
+spec:
+  secrets: [LAB_TOKEN]
+  command: ['sh', '-c', 'echo "token=$LAB_TOKEN length=\${#LAB_TOKEN}"']
+`,
+    );
+    const missing = adv(['run', '-f', 'secret.yaml'], specs);
+    expect(await missing.code).toBe(2);
+    expect(missing.err()).toContain('secret LAB_TOKEN is not set: looked in your environment');
+    expect(missing.err()).not.toContain('adv run: run secret');
+    env.LAB_TOKEN = 'swordfish-1234';
+    try {
+      const r = adv(['run', '-f', 'secret.yaml'], specs);
+      expect(await r.code, r.err()).toBe(0);
+      expect(r.out()).toContain('token=*** length=14');
+      expect(r.out() + r.err()).not.toContain('swordfish');
+    } finally {
+      delete env.LAB_TOKEN;
+    }
   });
 });

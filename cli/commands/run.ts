@@ -9,7 +9,7 @@ interface RunOpts {
   name?: string;
   store?: string;
   grace: string;
-  env: string[];
+  env?: string[];
 }
 
 export function registerRun(program: Command, io: Io): void {
@@ -30,8 +30,7 @@ export function registerRun(program: Command, io: Io): void {
     .option(
       '--env <NAME=VALUE>',
       'a variable for the workload (repeatable)',
-      (v: string, all: string[]) => [...all, v],
-      [],
+      (v: string, all: string[] = []) => [...all, v],
     )
     .addHelpText(
       'after',
@@ -54,7 +53,7 @@ Examples:
         target,
         {
           graceSec,
-          env: opts.env,
+          env: opts.env ?? [],
           ...(opts.name !== undefined ? { name: opts.name } : {}),
           ...(opts.store !== undefined ? { store: opts.store } : {}),
         },
