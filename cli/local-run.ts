@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join, relative, resolve } from 'node:path';
 import {
@@ -87,10 +87,12 @@ export async function localRun(target: RunTarget, opts: LocalRunOptions, io: Io)
   const resolved = await resolveRun(target, opts, io, place, specs);
   const storeTarget = storeFor(opts, io, place, specs);
   const store = await openStore(storeTarget.url, { ...io.env, ...storeTarget.env });
+  const jobsDir = join(place.dataDir, 'run', 'jobs');
+  await refuseIfRunning(jobsDir, resolved.run);
   const attempt = await nextAttempt(store, resolved.run);
   const head = place.root ? await headCommit(place.root) : undefined;
   const job = composeJob(resolved, attempt, head, storeTarget, specs, io.env);
-  const jobDir = join(place.dataDir, 'run', 'jobs', job.jobName);
+  const jobDir = join(jobsDir, job.jobName);
   // An attempt number the store has no record of: a dir left by a run that never started.
   await rm(jobDir, { recursive: true, force: true });
   await mkdir(jobDir, { recursive: true });
@@ -328,6 +330,24 @@ function storeFor(
   if (explicit) return urlStoreTarget(explicit, io.env);
   const storage = specs?.objects.find((o) => o.kind === 'Storage')?.object as Storage | undefined;
   return storeTarget(storage?.spec ?? { type: 'file' }, place.dataDir, io.env);
+}
+
+/**
+ * Two attempts of one run at once would write the same checkpoints: one that still runs here (its
+ * adv exec alive, by its job dir's exec.json) is said, and nothing starts.
+ */
+async function refuseIfRunning(jobsDir: string, run: string): Promise<void> {
+  for (const job of await readdir(jobsDir).catch(() => [])) {
+    const exec = readJson<ExecRecord>(join(jobsDir, job), EXEC_FILE);
+    if (exec?.run === run && isSameProcessAlive(exec.pid, exec.startTicks))
+      throw new AdvError(
+        ErrorCode.Conflict,
+        `run ${run} is running here already (attempt ${exec.attempt}, adv exec pid ${exec.pid})`,
+        {
+          hint: 'wait for it to end, or stop it (Ctrl-C where it runs) and run adv run again to resume it',
+        },
+      );
+  }
 }
 
 /** The attempt after the highest the store holds a record of for the run. */

@@ -138,12 +138,16 @@ describe('adv run -- COMMAND', () => {
     expect(existsSync(manifest(run, 40))).toBe(true);
   });
 
-  it('a second Ctrl-C kills a workload that does not stop on its signal, at once', async () => {
+  it('a second Ctrl-C kills a workload that does not stop on its signal, at once; a run runs here once at a time', async () => {
     // The workload notes its stop signal and goes on: only the second Ctrl-C can end it.
     const script = 'trap "echo stop-notice" TERM; echo ready; while :; do sleep 0.1; done';
     const r = adv(['run', '--grace', '10m', '--', 'sh', '-c', script]);
     const gone = () => r.child.exitCode !== null && `adv run exited: ${r.err()}`;
     await waitFor(() => r.out().includes('ready'), { what: 'the workload to start', giveUpIf: gone });
+    // The same run again, while it runs: refused, as two attempts would write one run's checkpoints.
+    const twice = adv(['run', '--', 'sh', '-c', script]);
+    expect(await twice.code).toBe(6);
+    expect(twice.err()).toMatch(/run sh-[0-9a-f]{8} is running here already \(attempt 1, adv exec pid \d+\)/);
     r.child.kill('SIGINT');
     await waitFor(() => r.out().includes('stop-notice'), {
       what: 'the workload to get its stop signal',
