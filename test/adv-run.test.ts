@@ -8,11 +8,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { git } from '../controller/git/native.js';
 import { EXEC_FILE, readJson, type ExecRecord } from '../runtime/records.js';
 import { removeTree } from './helpers/io.js';
+import { pythonAvailable } from './helpers/python.js';
+import { createUvProject, expectedFingerprint, FINGERPRINT_ENTRY, uvBinary } from './helpers/uv-project.js';
 import { waitFor } from './helpers/wait.js';
 
 const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');
@@ -281,6 +283,48 @@ spec:
       expect(r.out() + r.err()).not.toContain('swordfish');
     } finally {
       delete env.LAB_TOKEN;
+    }
+  });
+});
+
+// uv is the project's .venv's (requirements/ci.txt).
+describe.runIf(pythonAvailable('adv run of a uv project'))('adv run of a uv project', () => {
+  it("runs the workload in the project's uv environment, after its Environment's setup", async () => {
+    const project = createUvProject(join(tmp, 'uv-project'));
+    await git(['init', '-q', '-b', 'main'], { cwd: project.dir });
+    await mkdir(join(project.dir, 'runs'));
+    await mkdir(join(project.dir, 'environments'));
+    await writeFile(
+      join(project.dir, 'environments', 'fp.yaml'),
+      `apiVersion: adventuretime.dev/v1alpha1
+kind: Environment
+metadata: {name: fp}
+spec:
+  version: 1
+  setup: ['export ADV_FP_VAR={{ GREETING }}']
+`,
+    );
+    await writeFile(
+      join(project.dir, 'runs', 'fp.yaml'),
+      `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: fp}
+spec:
+  environment: fp
+  env: {GREETING: from the spec}
+  entry: ${FINGERPRINT_ENTRY}
+`,
+    );
+    // adv exec finds uv on the PATH the run starts with (the one the local backend passes on).
+    const saved = env.PATH;
+    env.PATH = `${dirname(uvBinary())}:${saved}`;
+    try {
+      const r = adv(['run', 'fp'], project.dir);
+      expect(await r.code, r.err()).toBe(0);
+      expect(r.err()).toMatch(/^adv exec: uv sync into /m);
+      expect(r.out()).toContain(expectedFingerprint({ ADV_FP_VAR: 'from the spec' }));
+    } finally {
+      env.PATH = saved;
     }
   });
 });
