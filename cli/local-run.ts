@@ -14,7 +14,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { constants, homedir } from 'node:os';
 import { basename, join, relative, resolve } from 'node:path';
 import {
   AdvError,
@@ -112,17 +112,19 @@ export async function localRun(target: RunTarget, opts: LocalRunOptions, io: Io)
     },
   );
   const stops = interruptions(child, jobDir, opts.graceSec, say);
-  const code = await exitOf(child);
-  stops.dispose();
+  let code: number;
+  try {
+    code = await exitOf(child);
+  } finally {
+    stops.dispose();
+  }
   if (!stops.first) return code;
   const last = await latestCommitted(store, resolved.run).catch(() => undefined);
   say(
     `interrupted; ${last ? `the latest committed checkpoint is step ${last.step}` : 'no checkpoint was committed'}. Resume with: ${printable(shellJoin(resumeLine(resolved, opts)))}`,
   );
-  return 128 + (SIGNAL_NUMBERS[stops.first] ?? 2);
+  return 128 + constants.signals[stops.first];
 }
-
-const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 /** The git work tree of the current dir (if any), and the data dir a run here uses. */
 async function placeOf(io: Io): Promise<Place> {
@@ -414,7 +416,7 @@ function resumeLine(r: Resolved, opts: LocalRunOptions): string[] {
 function exitOf(child: ChildProcess): Promise<number> {
   return new Promise((resolveCode, reject) => {
     child.once('error', reject);
-    child.once('exit', (code, signal) => resolveCode(code ?? 128 + (signal === 'SIGKILL' ? 9 : 15)));
+    child.once('exit', (code, signal) => resolveCode(code ?? 128 + (signal ? constants.signals[signal] : 0)));
   });
 }
 
