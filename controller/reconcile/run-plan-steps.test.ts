@@ -639,3 +639,27 @@ describe('finishWork', () => {
     });
   });
 });
+
+describe('diffSpec: the lineage of a fork (spec.forkFrom → status.forkedFrom)', () => {
+  const fork: RunSpec = { ...base, forkFrom: { run: 'parent', step: 20 } };
+  it('a new fork records its parent and step', () => {
+    const w = work(undefined, desired(fork));
+    diffSpec(w);
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 20 });
+  });
+
+  it('a started fork cannot move to another checkpoint: the change is refused, the lineage stays', () => {
+    const started = doc(fork, { forkedFrom: { run: 'parent', step: 20 } });
+    const w = work(started, desired({ ...base, forkFrom: { run: 'parent', step: 10 } }));
+    diffSpec(w);
+    expect(condition(w, 'SpecChangeRejected')?.message).toContain('/forkFrom/step');
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 20 });
+  });
+
+  it('forkFrom dropped before any attempt: no lineage', () => {
+    const pending = doc(fork, { phase: 'Pending', attempts: [], forkedFrom: { run: 'parent', step: 20 } });
+    const w = work(pending, desired(base));
+    diffSpec(w);
+    expect(w.doc.status.forkedFrom).toBeUndefined();
+  });
+});

@@ -234,6 +234,10 @@ function acceptSpecChange(w: RunWork, { applied, ops, immutable }: SpecDiff): vo
   if (applied && immutable.length > 0 && st.attempts.length > 0) restartOnSpecChange(w, immutable);
   else if (applied && ops.length > 0) w.events.push(`spec updated (${ops.map((o) => o.path).join(', ')})`);
   w.doc.appliedSpec = w.desired.spec;
+  const fork = w.desired.spec.forkFrom;
+  // Lineage stays once an attempt ran: its checkpoints descend from the parent's.
+  if (fork) st.forkedFrom = { run: fork.run, step: fork.step };
+  else if (!st.attempts.length) delete st.forkedFrom;
   st.observedGeneration = w.desired.generation;
   st.specCommit = w.ctx.specCommit;
   st.conditions = removeCondition(st.conditions, ConditionType.SpecChangeRejected);
@@ -446,11 +450,16 @@ export const schedule: RunStep = (w) => {
 };
 
 /**
- * A submission the operating system refused for this very spec (arguments too large, a NUL byte)
- * is not tried again until the spec changes, or a person asks (`adv reconcile`, `adv retry`):
- * every retry would export the code and fail the same way.
+ * A submission the operating system refused for this very spec (arguments too large, a NUL byte),
+ * or a fork whose source checkpoint is not in the store, is not tried again until the spec
+ * changes, or a person asks (`adv reconcile`, `adv retry`): every retry would fail the same way.
  */
-const HELD_STALLS: ReadonlySet<string> = new Set(['ArgumentsTooLarge', 'NulByte']);
+const HELD_STALLS: ReadonlySet<string> = new Set([
+  'ArgumentsTooLarge',
+  'NulByte',
+  // The fork's source checkpoint is not in the store: asking again copies nothing more.
+  Reason.ForkSourceMissing,
+]);
 
 function heldStall(w: RunWork): boolean {
   const c = w.doc.status.conditions.find((x) => x.type === ConditionType.Stalled && x.status === 'True');
