@@ -39,6 +39,19 @@ export async function committedSteps(store: ObjectStore, run: string): Promise<n
   return (await listCheckpoints(store, run)).filter((i) => i.manifest && !i.problem).map((i) => i.step);
 }
 
+/** Why `step` of `run` is not a committed checkpoint (`why`, else what the store shows there), with the steps that are. */
+export async function notCommitted(
+  store: ObjectStore,
+  run: string,
+  step: number,
+  why?: string,
+): Promise<CheckpointNotFound> {
+  const infos = await listCheckpoints(store, run);
+  const committed = infos.filter((i) => i.manifest && !i.problem).map((i) => i.step);
+  const there = infos.find((i) => i.step === step)?.problem ?? 'nothing is stored at that step';
+  return new CheckpointNotFound(run, step, committed, why ?? there);
+}
+
 export interface CopyCheckpointOptions {
   /** The run the checkpoint is copied from. */
   from: string;
@@ -60,9 +73,7 @@ export async function copyCheckpoint(
   o: CopyCheckpointOptions,
 ): Promise<CheckpointManifest> {
   const info = await checkStep(store, o.from, o.step);
-  const gone = async (why: string) =>
-    new CheckpointNotFound(o.from, o.step, await committedSteps(store, o.from), why);
-  if (!info.manifest || info.problem) throw await gone(info.problem ?? 'no manifest');
+  if (!info.manifest || info.problem) throw await notCommitted(store, o.from, o.step);
   const src = info.manifest;
   const from = stepPrefix(o.from, o.step);
   const to = stepPrefix(o.to, o.step);
@@ -70,7 +81,7 @@ export async function copyCheckpoint(
     (await store.copy(from + f.path, to + f.path)) ? undefined : f.path,
   );
   const lost = missing.find((p) => p !== undefined);
-  if (lost) throw await gone(`${lost} went missing during the copy`);
+  if (lost) throw await notCommitted(store, o.from, o.step, `${lost} went missing during the copy`);
   const sizes = new Map<string, number>();
   for await (const x of store.list(to)) sizes.set(x.key.slice(to.length), x.size);
   for (const f of src.files)

@@ -15,7 +15,7 @@ import {
   type LoadResult,
 } from '../../controller/index.js';
 import { checkStep } from '../../runtime/checkpoint.js';
-import { committedSteps, stepsText } from '../../runtime/checkpoint-copy.js';
+import { committedSteps, notCommitted } from '../../runtime/checkpoint-copy.js';
 import { openStore, type ObjectStore } from '../../runtime/store/index.js';
 import { RUN_NAME_MAX } from '../../runtime/names.js';
 import { printableDiagnostic } from '../format.js';
@@ -79,7 +79,7 @@ async function fork(io: Io, run: string, opts: ForkOpts): Promise<void> {
     const head = await wt.branchHead();
     const specs = await wt.loadCommitted(head);
     const parent = specs.objects.find((o) => o.kind === 'Run' && o.name === run);
-    if (!parent) throw notCommitted(run, opts.branch, repo);
+    if (!parent) throw noSuchRun(run, opts.branch, repo);
     const explicit = opts.store ?? io.env.ADV_STORE;
     const store = explicit ? await openStore(explicit, io.env) : await openSpecsStore(specs, repo, opts, io);
     const step = await resolveStep(store, run, opts.step);
@@ -105,7 +105,7 @@ async function fork(io: Io, run: string, opts: ForkOpts): Promise<void> {
   }
 }
 
-function notCommitted(run: string, branch: string, repo: string): AdvError {
+function noSuchRun(run: string, branch: string, repo: string): AdvError {
   return new AdvError(ErrorCode.NotFound, `no Run "${printable(run)}" committed to ${branch} of ${repo}`, {
     hint: run.includes('.')
       ? 'a DAG node has no spec file of its own: fork needs a Run committed under runs/'
@@ -118,11 +118,12 @@ async function resolveStep(store: ObjectStore, run: string, step: number | undef
   if (step !== undefined) {
     const info = await checkStep(store, run, step);
     if (info.manifest && !info.problem) return step;
-    throw new AdvError(
-      ErrorCode.NotFound,
-      `run ${run} has no committed checkpoint at step ${step} in ${store.url}${info.problem ? ` (${info.problem})` : ''}; ${stepsText(await committedSteps(store, run))}`,
-      { hint: `pick one of them with --step, or leave --step out for the latest` },
-    );
+    const why = await notCommitted(store, run, step);
+    throw new AdvError(ErrorCode.NotFound, `in ${store.url}, ${why.message}`, {
+      hint: why.committed.length
+        ? 'pick one of them with --step, or leave --step out for the latest'
+        : `adv ckpt ls ${run} shows what is there`,
+    });
   }
   const latest = (await committedSteps(store, run))[0];
   if (latest === undefined)
@@ -192,14 +193,15 @@ export function forkDocument(
   applySets(doc.toJS() as Record<string, unknown>, sets);
   for (const s of sets) doc.setIn(s.path, s.value);
   doc.setIn(['metadata', 'name'], name);
-  for (const a of [RETRY_ANNOTATION, RECONCILE_ANNOTATION]) doc.deleteIn(['metadata', 'annotations', a]);
+  for (const a of [RETRY_ANNOTATION, RECONCILE_ANNOTATION])
+    if (doc.hasIn(['metadata', 'annotations', a])) doc.deleteIn(['metadata', 'annotations', a]);
   const annotations = doc.getIn(['metadata', 'annotations']) as { items?: unknown[] } | undefined;
   if (annotations?.items?.length === 0) doc.deleteIn(['metadata', 'annotations']);
   doc.deleteIn(['spec', 'suspend']);
   doc.setIn(['spec', 'forkFrom'], doc.createNode({ run, step }, { flow: true }));
   doc.commentBefore = ` Forked by adv fork from run/${run} at checkpoint step ${step} (its spec: ${from}).`;
   doc.directives.docStart = null;
-  return doc.toString({ lineWidth: 0 });
+  return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
 }
 
 /** Validates the file in the repo as it would be with it, and commits it alone (like adv apply). */

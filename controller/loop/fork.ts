@@ -46,7 +46,7 @@ export async function prepareFork(
     if (!(e instanceof CheckpointNotFound)) throw e;
     throw new StallingError(
       Reason.ForkSourceMissing,
-      `${where}: ${e.message} in ${objects.url}`,
+      `${where}: in ${objects.url}, ${e.message}`,
       e.committed.length
         ? `set spec.forkFrom.step to one of them (or fork again: adv fork ${fork.run} --step N), then adv reconcile run ${run}`
         : `check that ${fork.run} ran with this Storage and was not garbage-collected, then adv reconcile run ${run}`,
