@@ -656,6 +656,19 @@ describe('diffSpec: the lineage of a fork (spec.forkFrom → status.forkedFrom)'
     expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 20 });
   });
 
+  it('a fork stalled on a missing source takes the fix to its step: nothing ran', () => {
+    const stalled = doc(fork, {
+      phase: 'Pending',
+      forkedFrom: { run: 'parent', step: 20 },
+      attempts: [attempt(1, 'Failed', { class: 'Stalled', reason: 'ForkSourceMissing', jobId: undefined })],
+    });
+    const w = work(stalled, desired({ ...base, forkFrom: { run: 'parent', step: 10 } }));
+    diffSpec(w);
+    expect(condition(w, 'SpecChangeRejected')).toBeUndefined();
+    expect(w.doc.appliedSpec?.forkFrom).toEqual({ run: 'parent', step: 10 });
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 10 });
+  });
+
   it('forkFrom dropped before any attempt: no lineage', () => {
     const pending = doc(fork, { phase: 'Pending', attempts: [], forkedFrom: { run: 'parent', step: 20 } });
     const w = work(pending, desired(base));

@@ -221,7 +221,7 @@ export const diffSpec: RunStep = (w) => {
       IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)),
     );
     const restart = w.desired.spec.policy?.onSpecChange === 'Restart';
-    if (applied && immutable.length > 0 && st.attempts.length > 0 && !restart)
+    if (applied && immutable.length > 0 && hasRun(st) && !restart)
       rejectSpecChange(w, { applied, ops, immutable });
     else acceptSpecChange(w, { applied, ops, immutable });
   }
@@ -229,15 +229,24 @@ export const diffSpec: RunStep = (w) => {
   return undefined;
 };
 
+/**
+ * Whether an attempt of the run got as far as its backend. One that stalled before its submit (a
+ * secret missing, a fork's source not in the store) ran nothing, so the fix a person makes to the
+ * spec — even to an immutable field — applies instead of being refused.
+ */
+function hasRun(st: RunStatus): boolean {
+  return st.attempts.some((a) => a.class !== EndClass.Stalled);
+}
+
 function acceptSpecChange(w: RunWork, { applied, ops, immutable }: SpecDiff): void {
   const st = w.doc.status;
-  if (applied && immutable.length > 0 && st.attempts.length > 0) restartOnSpecChange(w, immutable);
+  if (applied && immutable.length > 0 && hasRun(st)) restartOnSpecChange(w, immutable);
   else if (applied && ops.length > 0) w.events.push(`spec updated (${ops.map((o) => o.path).join(', ')})`);
   w.doc.appliedSpec = w.desired.spec;
   const fork = w.desired.spec.forkFrom;
   // Lineage stays once an attempt ran: its checkpoints descend from the parent's.
   if (fork) st.forkedFrom = { run: fork.run, step: fork.step };
-  else if (!st.attempts.length) delete st.forkedFrom;
+  else if (!hasRun(st)) delete st.forkedFrom;
   st.observedGeneration = w.desired.generation;
   st.specCommit = w.ctx.specCommit;
   st.conditions = removeCondition(st.conditions, ConditionType.SpecChangeRejected);
