@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
+import { git } from '../controller/git/native.js';
 import type { RunStatus } from '../controller/status/types.js';
 import { CheckpointNotFound, committedSteps, copyCheckpoint } from '../runtime/checkpoint-copy.js';
 import { MANIFEST, restoreLatest, stepPrefix, uploadCheckpoint } from '../runtime/checkpoint.js';
@@ -21,6 +22,7 @@ import { S3Store } from '../runtime/store/s3.js';
 import { FILE_STORAGE } from './helpers/backends.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { startS3, type S3Server } from './helpers/s3.js';
+import { startGitHttp } from './helpers/git-http.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -257,6 +259,48 @@ describe('adv fork through the controller (local backend, file store)', () => {
     },
     2 * RUN_MS,
   );
+});
+
+describe('adv fork of a specs repo on a git host (smart HTTP, token)', () => {
+  it('clones, commits the fork and pushes it; the store is --store; a name whose checkpoints exist is skipped', async () => {
+    const server = await startGitHttp({ token: 'tok' });
+    try {
+      const bare = await server.createRepo('specs');
+      const wt = await makeWorkTree(
+        {
+          'backends/local.yaml': LOCAL_BACKEND,
+          'runs/base.yaml': runYaml('base', TRAIN_CMD),
+        },
+        server.url('specs'),
+        'tok',
+      );
+      await wt.cleanup();
+      const storeDir = await mkdtemp(join(tmp, 'remote-store-'));
+      const store = new FileStore(storeDir);
+      const src = join(tmp, 'remote-src');
+      await mkdir(src, { recursive: true });
+      await writeFile(join(src, 'state.json'), '{"step": 40}');
+      await uploadCheckpoint(store, { run: 'base', step: 40, attempt: 1, dir: src });
+      // An earlier run named base-fork-40 left checkpoints: its name is not reused.
+      await uploadCheckpoint(store, { run: 'base-fork-40', step: 1, attempt: 1, dir: src });
+      const io = captureIo({ HOME: tmp, XDG_CACHE_HOME: join(tmp, 'cache'), ADV_GIT_TOKEN: 'tok' }, tmp);
+      const args = ['fork', 'base', '--repo', server.url('specs'), '--store', `file://${storeDir}`];
+      expect(await runCli(args, io), io.err()).toBe(0);
+      expect(io.out()).toContain('run/base-fork-40-2 forked from run/base at step 40');
+      const pushed = (await git(['show', 'main:runs/base-fork-40-2.yaml'], { gitdir: bare })).toString();
+      expect(pushed).toContain('forkFrom: {run: base, step: 40}');
+      const denied = captureIo({ HOME: tmp, ADV_GIT_TOKEN: 'wrong' }, tmp);
+      expect(await runCli(args, denied)).not.toBe(0);
+      expect(
+        (await git(['ls-tree', '--name-only', 'main', 'runs/'], { gitdir: bare }))
+          .toString()
+          .trim()
+          .split('\n'),
+      ).toEqual(['runs/base-fork-40-2.yaml', 'runs/base.yaml']);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 });
 
 /**
