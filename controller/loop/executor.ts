@@ -26,7 +26,8 @@ export interface ExecutorDeps {
   jobRequest(a: RunAction): JobRequest;
   /**
    * Readies what an attempt needs in the store before its job exists (a fork's checkpoint copy);
-   * throws like `jobRequest`. Not called for a job found by name: it was readied before its submit.
+   * throws like `jobRequest`. One by one, a job found by name is not readied again (it was before
+   * its submit); a batch readies every job first, so this must be harmless for a job that exists.
    */
   prepare?(a: RunAction): Promise<void>;
   /** Commits what is staged (called once per backend, as its results arrive). */
