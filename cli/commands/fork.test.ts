@@ -33,7 +33,7 @@ describe('forkDocument', () => {
       'train',
       'train-fork-20',
       20,
-      [parseSetArg('env.LR=1e-4'), parseSetArg('policy.maxAttempts=2')],
+      [parseSetArg("env.LR='1e-4'"), parseSetArg('policy.maxAttempts=2')],
       'runs/train.yaml at abc',
     );
     expect(text).toContain('# the entry point');
@@ -46,7 +46,7 @@ describe('forkDocument', () => {
       metadata: { name: 'train-fork-20', labels: { project: 'fork' }, annotations: { owner: 'ada' } },
       spec: {
         command: ['python3', 'train.py'],
-        env: { LR: 1e-4 },
+        env: { LR: '1e-4' },
         policy: { maxAttempts: 2 },
         forkFrom: { run: 'train', step: 20 },
       },
