@@ -10,6 +10,7 @@ import { registerController } from './commands/controller.js';
 import { registerDag } from './commands/dag.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerExec } from './commands/exec.js';
+import { registerFork } from './commands/fork.js';
 import { registerGet } from './commands/get.js';
 import { registerInit } from './commands/init.js';
 import { registerLogs } from './commands/logs.js';
@@ -66,6 +67,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerApply(program, io);
   registerCancel(program, io);
   registerRetry(program, io);
+  registerFork(program, io);
   registerReconcile(program, io);
   registerLogs(program, io);
   registerCkpt(program, io);

@@ -129,6 +129,7 @@ export class Controller {
       adapters: this.adapters,
       status: this.status,
       jobRequest: (a) => this.inputs.jobRequest(a, this.status, this.desired),
+      prepare: (a) => this.inputs.prepareFork(a, this.status, this.desired),
       commit: () => this.sync.commitSerially(this.desired.head),
       hint: (key) => this.queue.add(key),
       metrics,

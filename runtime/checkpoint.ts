@@ -46,7 +46,7 @@ async function filesUnder(dir: string): Promise<string[]> {
 }
 
 /** Runs `fn` over items, at most `width` at a time. */
-async function inParallel<T, R>(items: readonly T[], width: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+export async function inParallel<T, R>(items: readonly T[], width: number, fn: (t: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
   await Promise.all(
@@ -236,7 +236,8 @@ async function stepsNewestFirst(store: ObjectStore, run: string): Promise<number
     .sort((a, b) => b - a);
 }
 
-async function checkStep(store: ObjectStore, run: string, step: number): Promise<CheckpointInfo> {
+/** One step checked against its manifest by size (one GET and one LIST). */
+export async function checkStep(store: ObjectStore, run: string, step: number): Promise<CheckpointInfo> {
   const prefix = stepPrefix(run, step);
   const raw = await store.get(prefix + MANIFEST);
   if (!raw) return { step, problem: 'no manifest (an upload that did not finish)' };

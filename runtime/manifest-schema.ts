@@ -32,6 +32,20 @@ export const CheckpointManifestSchema = Type.Object(
           'How many processes wrote it (a multi-host gang commit: the union of their parts). Absent: one.',
       }),
     ),
+    forkedFrom: Type.Optional(
+      Type.Object(
+        {
+          run: Type.String({ description: 'The run it was copied from.' }),
+          step: Type.Integer({ minimum: 0, description: 'Its step there (the same as here).' }),
+          attempt: Type.Integer({ minimum: 1, description: 'The attempt of that run that wrote it.' }),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "Set when the controller copied this checkpoint from another run's for a fork (`spec.forkFrom`); `attempt` above is then the fork's attempt it was copied for.",
+        },
+      ),
+    ),
     metadata: Type.Record(Type.String(), Type.Unknown(), {
       description:
         'Free-form, from `adv-metadata.json` in the step dir: mesh, partitioning, framework versions.',

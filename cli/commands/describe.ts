@@ -63,6 +63,7 @@ export function registerDescribe(program: Command, io: Io): void {
                 .join(', ')}`,
             );
           if (st.owner) out.push(safe`Owner:        ${st.owner}`);
+          out.push(...lineage(r, name, st));
           out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
           if (st.message) out.push(safe`Message:      ${st.message}`);
           out.push(
@@ -236,6 +237,20 @@ function statusOf<T extends StatusDoc>(r: StatusReader, kind: 'Run' | 'DAG', nam
       },
     );
   return doc;
+}
+
+/** Where the run was forked from, and the runs forked from it (`adv fork`), from their status. */
+function lineage(r: StatusReader, name: string, st: RunStatusDoc['status']): string[] {
+  const out: string[] = [];
+  if (st.forkedFrom)
+    out.push(safe`Forked from:  run/${st.forkedFrom.run} at checkpoint step ${st.forkedFrom.step}`);
+  const forks = r.store
+    .names('Run')
+    .map((n) => r.store.get<RunStatusDoc>('Run', n)!)
+    .filter((d) => d.status.forkedFrom?.run === name && d.metadata.name !== name)
+    .map((d) => `${d.metadata.name} (step ${d.status.forkedFrom!.step})`);
+  if (forks.length) out.push(safe`Forks:        ${forks.join(', ')}`);
+  return out;
 }
 
 /** The `Conditions:` section, kubectl describe style. */

@@ -15,6 +15,7 @@ import { phaseStyle, renderTable } from '../format.js';
 import { colours, printable, type Io } from '../output.js';
 import { parseDuration } from '../repo.js';
 import { parseSelector, selectorMatches } from '../selector.js';
+import { treeTable } from '../run-tree.js';
 import { openStatus } from '../status-reader.js';
 import { getAgents } from './agent.js';
 
@@ -147,6 +148,7 @@ export function registerGet(program: Command, io: Io): void {
     .addOption(
       new Option('--sort-by <field>', 'order of the rows').choices(['name', 'age', 'phase']).default('name'),
     )
+    .option('--tree', 'runs: each run with its forks under it (adv fork), and the step they came from')
     .option('-w, --watch', 'after the list, print each object again whenever its status changes')
     .option('--timeout <duration>', 'with --watch: stop after this long (e.g. 10m); default: until Ctrl-C')
     .option(
@@ -161,6 +163,7 @@ Examples:
   adv get runs
   adv get runs -l project=fork -o wide --sort-by age
   adv get runs --watch                         # like kubectl get -w
+  adv get runs --tree                          # families: each run, its forks under it
   adv get run hello -o yaml
   adv get runs -l adventuretime.dev/dag=pipeline   # the child runs of one DAG
   adv get dags
@@ -179,6 +182,7 @@ Examples:
           sortBy: string;
           watch?: boolean;
           timeout?: string;
+          tree?: boolean;
           controller?: string;
           dataDir?: string;
         },
@@ -192,6 +196,10 @@ Examples:
         if (opts.watch && (opts.output === 'json' || opts.output === 'yaml'))
           throw new AdvError(ErrorCode.UsageError, '--watch prints tables or names', {
             hint: 'use -o table, -o wide or -o name with --watch',
+          });
+        if (opts.tree && (kind !== 'runs' || !['table', 'wide'].includes(opts.output)))
+          throw new AdvError(ErrorCode.UsageError, '--tree draws the runs table', {
+            hint: 'use adv get runs --tree, with -o table or -o wide',
           });
         const requirements = parseSelector(opts.selector ?? '');
         const r = await openStatus(opts, io);
@@ -231,7 +239,8 @@ Examples:
           const nameLine = (n: string) => `${singular}/${printable(n)}\n`;
           if (opts.output === 'name' && !opts.watch)
             return void io.stdout.write(docs.map((d) => nameLine(d.metadata.name)).join(''));
-          const { headers, rows } = tableOf(kind, docs, opts.output === 'wide');
+          let { headers, rows } = tableOf(kind, docs, opts.output === 'wide');
+          if (opts.tree) ({ headers, rows } = treeTable(docs as RunStatusDoc[], headers, rows));
           if (opts.output === 'name') io.stdout.write(docs.map((d) => nameLine(d.metadata.name)).join(''));
           else
             io.stdout.write(
@@ -270,7 +279,8 @@ Examples:
               head = now;
               await r.store.load();
               const fresh = select();
-              const t = tableOf(kind, fresh, opts.output === 'wide');
+              let t = tableOf(kind, fresh, opts.output === 'wide');
+              if (opts.tree) t = treeTable(fresh as RunStatusDoc[], t.headers, t.rows);
               for (const row of t.rows) {
                 const key = row.filter((_, i) => t.headers[i] !== 'AGE').join('\u0000');
                 if (seen.get(row[0]!) === key) continue;

@@ -24,6 +24,12 @@ export interface ExecutorDeps {
   status: StatusWriter;
   /** The request for an action's attempt; throws (StallingError for what a person must fix). */
   jobRequest(a: RunAction): JobRequest;
+  /**
+   * Readies what an attempt needs in the store before its job exists (a fork's checkpoint copy);
+   * throws like `jobRequest`. One by one, a job found by name is not readied again (it was before
+   * its submit); a batch readies every job first, so this must be harmless for a job that exists.
+   */
+  prepare?(a: RunAction): Promise<void>;
   /** Commits what is staged (called once per backend, as its results arrive). */
   commit(): Promise<number>;
   /** Says a key should be looked at again (an owning DAG whose child moved). */
@@ -77,6 +83,7 @@ export class Executor {
     try {
       const found = await backend.find(a.jobName);
       if (found) return this.submitted(a, found.jobId, true);
+      await this.d.prepare?.(a);
       const handle = await backend.submit(this.d.jobRequest(a));
       return this.submitted(a, handle.jobId, false);
     } catch (e) {
@@ -103,13 +110,23 @@ export class Executor {
     const backend = this.d.adapters.instance(backendName)!;
     const out: ActionOutcome[] = [];
     const ready: { a: RunAction; req: JobRequest }[] = [];
-    for (const a of group) {
+    // Readied even if the batch then adopts the job: a fork's copy is made only while it has none.
+    const prepared = await Promise.all(
+      group.map((a) =>
+        (this.d.prepare?.(a) ?? Promise.resolve()).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      ),
+    );
+    group.forEach((a, i) => {
       try {
+        if (prepared[i] !== undefined) throw prepared[i];
         ready.push({ a, req: this.d.jobRequest(a) });
       } catch (e) {
         out.push([runKey(a.run), this.submitFailed(a, e)]);
       }
-    }
+    });
     if (!ready.length) return out;
     let results: Awaited<ReturnType<NonNullable<Backend['submitMany']>>>;
     try {

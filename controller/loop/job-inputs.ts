@@ -13,6 +13,7 @@ import type { RunStatusDoc } from '../status/types.js';
 import { storeTarget, type StoreTarget } from '../storage.js';
 import type { DesiredState } from './desired-state.js';
 import type { SecretSource } from '../secrets.js';
+import { prepareFork } from './fork.js';
 import { buildJobRequest, missingSecretsMessage } from './job-request.js';
 import { errText } from './observer.js';
 import { StallingError } from '../errors.js';
@@ -83,6 +84,12 @@ export class JobInputs {
       }
     }
     return undefined;
+  }
+
+  /** A fork's checkpoint, copied in the store before its attempt is submitted (fork.ts). */
+  prepareFork(a: RunAction, status: StatusWriter, desired: DesiredState): Promise<void> {
+    const spec = status.get<RunStatusDoc>('Run', a.run)?.appliedSpec ?? desired.runs.get(a.run)?.spec;
+    return prepareFork(a.run, a.attempt, spec, this.store?.objects, this.logger);
   }
 
   /** The request for an action's attempt, on the spec it was planned on. */

@@ -112,6 +112,8 @@ export const IMMUTABLE_FIELDS = [
   'workingDir',
   // Resolved to `name@version#digest` (desired.ts): a new version or an edit of it is a change.
   'environment',
+  // Where the first attempt started from: a fork that has run cannot start elsewhere.
+  'forkFrom',
 ] as const;
 
 /** Hash of the canonical JSON of a spec: its generation. */

@@ -639,3 +639,40 @@ describe('finishWork', () => {
     });
   });
 });
+
+describe('diffSpec: the lineage of a fork (spec.forkFrom → status.forkedFrom)', () => {
+  const fork: RunSpec = { ...base, forkFrom: { run: 'parent', step: 20 } };
+  it('a new fork records its parent and step', () => {
+    const w = work(undefined, desired(fork));
+    diffSpec(w);
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 20 });
+  });
+
+  it('a started fork cannot move to another checkpoint: the change is refused, the lineage stays', () => {
+    const started = doc(fork, { forkedFrom: { run: 'parent', step: 20 } });
+    const w = work(started, desired({ ...base, forkFrom: { run: 'parent', step: 10 } }));
+    diffSpec(w);
+    expect(condition(w, 'SpecChangeRejected')?.message).toContain('/forkFrom/step');
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 20 });
+  });
+
+  it('a fork stalled on a missing source takes the fix to its step: nothing ran', () => {
+    const stalled = doc(fork, {
+      phase: 'Pending',
+      forkedFrom: { run: 'parent', step: 20 },
+      attempts: [attempt(1, 'Failed', { class: 'Stalled', reason: 'ForkSourceMissing', jobId: undefined })],
+    });
+    const w = work(stalled, desired({ ...base, forkFrom: { run: 'parent', step: 10 } }));
+    diffSpec(w);
+    expect(condition(w, 'SpecChangeRejected')).toBeUndefined();
+    expect(w.doc.appliedSpec?.forkFrom).toEqual({ run: 'parent', step: 10 });
+    expect(w.doc.status.forkedFrom).toEqual({ run: 'parent', step: 10 });
+  });
+
+  it('forkFrom dropped before any attempt: no lineage', () => {
+    const pending = doc(fork, { phase: 'Pending', attempts: [], forkedFrom: { run: 'parent', step: 20 } });
+    const w = work(pending, desired(base));
+    diffSpec(w);
+    expect(w.doc.status.forkedFrom).toBeUndefined();
+  });
+});

@@ -221,7 +221,7 @@ export const diffSpec: RunStep = (w) => {
       IMMUTABLE_FIELDS.some((f) => op.path === `/${f}` || op.path.startsWith(`/${f}/`)),
     );
     const restart = w.desired.spec.policy?.onSpecChange === 'Restart';
-    if (applied && immutable.length > 0 && st.attempts.length > 0 && !restart)
+    if (applied && immutable.length > 0 && hasRun(st) && !restart)
       rejectSpecChange(w, { applied, ops, immutable });
     else acceptSpecChange(w, { applied, ops, immutable });
   }
@@ -229,11 +229,24 @@ export const diffSpec: RunStep = (w) => {
   return undefined;
 };
 
+/**
+ * Whether an attempt of the run got as far as its backend. One that stalled before its submit (a
+ * secret missing, a fork's source not in the store) ran nothing, so the fix a person makes to the
+ * spec — even to an immutable field — applies instead of being refused.
+ */
+function hasRun(st: RunStatus): boolean {
+  return st.attempts.some((a) => a.class !== EndClass.Stalled);
+}
+
 function acceptSpecChange(w: RunWork, { applied, ops, immutable }: SpecDiff): void {
   const st = w.doc.status;
-  if (applied && immutable.length > 0 && st.attempts.length > 0) restartOnSpecChange(w, immutable);
+  if (applied && immutable.length > 0 && hasRun(st)) restartOnSpecChange(w, immutable);
   else if (applied && ops.length > 0) w.events.push(`spec updated (${ops.map((o) => o.path).join(', ')})`);
   w.doc.appliedSpec = w.desired.spec;
+  const fork = w.desired.spec.forkFrom;
+  // Lineage stays once an attempt ran: its checkpoints descend from the parent's.
+  if (fork) st.forkedFrom = { run: fork.run, step: fork.step };
+  else if (!hasRun(st)) delete st.forkedFrom;
   st.observedGeneration = w.desired.generation;
   st.specCommit = w.ctx.specCommit;
   st.conditions = removeCondition(st.conditions, ConditionType.SpecChangeRejected);
@@ -446,11 +459,16 @@ export const schedule: RunStep = (w) => {
 };
 
 /**
- * A submission the operating system refused for this very spec (arguments too large, a NUL byte)
- * is not tried again until the spec changes, or a person asks (`adv reconcile`, `adv retry`):
- * every retry would export the code and fail the same way.
+ * A submission the operating system refused for this very spec (arguments too large, a NUL byte),
+ * or a fork whose source checkpoint is not in the store, is not tried again until the spec
+ * changes, or a person asks (`adv reconcile`, `adv retry`): every retry would fail the same way.
  */
-const HELD_STALLS: ReadonlySet<string> = new Set(['ArgumentsTooLarge', 'NulByte']);
+const HELD_STALLS: ReadonlySet<string> = new Set([
+  'ArgumentsTooLarge',
+  'NulByte',
+  // The fork's source checkpoint is not in the store: asking again copies nothing more.
+  Reason.ForkSourceMissing,
+]);
 
 function heldStall(w: RunWork): boolean {
   const c = w.doc.status.conditions.find((x) => x.type === ConditionType.Stalled && x.status === 'True');

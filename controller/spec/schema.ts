@@ -349,6 +349,23 @@ export const CheckpointSchema = strict(
   'How the checkpoint of a multi-host job is written (see docs/checkpointing.md).',
 );
 
+export const ForkFromSchema = strict(
+  {
+    run: Type.String({
+      pattern: DNS1123_SUBDOMAIN,
+      maxLength: 63,
+      description: 'The run whose checkpoint this one starts from.',
+      'x-hint': 'write the name of a run (lowercase letters, digits, "-" and ".")',
+    }),
+    step: Type.Integer({
+      minimum: 0,
+      description:
+        'Its committed checkpoint step. `adv fork` pins it (the latest when not given), so the spec says exactly where the run starts.',
+    }),
+  },
+  "Start from another run's committed checkpoint (`adv fork` writes it): before this run's first attempt, while it has no checkpoint of its own, the controller copies `runs/<run>/ckpt/<step>/` into this run's checkpoints inside the object store, and the attempt restores it as it would its own. A missing source stalls the run with a condition saying which steps exist.",
+);
+
 /** Fields of a Run spec, shared by `Run.spec` and a DAG node's `run`. */
 const runSpecProperties = {
   command: optional(
@@ -371,6 +388,7 @@ const runSpecProperties = {
   parallelism: optional(ParallelismSchema),
   policy: optional(PolicySchema),
   checkpoint: optional(CheckpointSchema),
+  forkFrom: optional(ForkFromSchema),
   backendSelector: optional(BackendSelectorSchema),
   env: optional(
     KeyedMap(

@@ -93,6 +93,8 @@ export const Reason = {
   CodeRefNotFound: 'CodeRefNotFound',
   /** A secret in `spec.secrets` is not set where the controller looks for it (stalled). */
   SecretMissing: 'SecretMissing',
+  /** `spec.forkFrom` names a checkpoint the store does not have committed (stalled). */
+  ForkSourceMissing: 'ForkSourceMissing',
   /** (Source) Some documents of the specs repo could not be loaded. */
   LoadFailed: 'LoadFailed',
   /** (Source) Every document loaded. */
@@ -203,6 +205,8 @@ export interface RunStatus {
   lastHeartbeat?: string;
   /** The latest committed checkpoint. */
   checkpoint?: CheckpointRef;
+  /** The run and checkpoint step it was forked from (`spec.forkFrom`): its lineage. */
+  forkedFrom?: { run: string; step: number };
 }
 
 /** A Run's status file on the status branch. */

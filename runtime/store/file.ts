@@ -1,7 +1,7 @@
 /** A directory as an object store (`file:///path`): the embedded default. */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -80,6 +80,14 @@ export class FileStore implements ObjectStore {
       ),
     );
     return h.result();
+  }
+
+  /** A copy-on-write clone where the file system has them (btrfs, XFS), else a kernel-side copy. */
+  async copy(src: string, dst: string): Promise<boolean> {
+    const from = this.path(src);
+    if (!(await stat(from).catch(() => undefined))?.isFile()) return false;
+    await this.atomically(dst, (tmp) => copyFile(from, tmp, constants.COPYFILE_FICLONE));
+    return true;
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {

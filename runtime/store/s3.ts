@@ -11,12 +11,17 @@ import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
+  UploadPartCopyCommand,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
@@ -49,6 +54,9 @@ export interface S3StoreOptions {
    */
   requestIdleMs?: number;
 }
+
+/** The largest object one CopyObject may copy (5 GiB); a larger one is copied part by part. */
+export const COPY_MAX_SINGLE = 5 * 1024 ** 3;
 
 /** Default of `requestIdleMs`: a large part on a slow link still moves bytes well within it. */
 export const REQUEST_IDLE_MS = 120_000;
@@ -245,6 +253,61 @@ export class S3Store implements ObjectStore {
       for (const p of page.CommonPrefixes ?? []) out.push(p.Prefix!.slice(this.prefix.length));
     }
     return out.sort();
+  }
+
+  /** Server-side: CopyObject, or UploadPartCopy part by part past COPY_MAX_SINGLE. */
+  async copy(src: string, dst: string): Promise<boolean> {
+    const info = await this.head(src);
+    if (!info) return false;
+    // URL-encoded, as CopySource must be (boto3's quote(key, safe='/~')).
+    const source = `${this.bucket}/${this.k(src).split('/').map(encodeURIComponent).join('/')}`;
+    const Key = this.k(dst);
+    if (info.size <= COPY_MAX_SINGLE) {
+      await this.withRetries(`copy ${src} to ${dst}`, () =>
+        this.client.send(new CopyObjectCommand({ Bucket: this.bucket, Key, CopySource: source })),
+      );
+      return true;
+    }
+    await this.withRetries(`copy ${src} to ${dst}`, () => this.copyInParts(source, Key, info.size));
+    return true;
+  }
+
+  /** A multipart upload whose parts are ranges of the source; aborted when a part fails. */
+  private async copyInParts(source: string, Key: string, size: number): Promise<void> {
+    const { UploadId } = await this.client.send(
+      new CreateMultipartUploadCommand({ Bucket: this.bucket, Key }),
+    );
+    // Big parts: each is one server-side request, and S3 allows up to 5 GiB per part.
+    const part = Math.max(512 * MiB, partSizeFor(size));
+    try {
+      const parts: { ETag: string; PartNumber: number }[] = [];
+      for (let start = 0, n = 1; start < size; start += part, n++) {
+        const r = await this.client.send(
+          new UploadPartCopyCommand({
+            Bucket: this.bucket,
+            Key,
+            UploadId,
+            PartNumber: n,
+            CopySource: source,
+            CopySourceRange: `bytes=${start}-${Math.min(start + part, size) - 1}`,
+          }),
+        );
+        parts.push({ ETag: r.CopyPartResult!.ETag!, PartNumber: n });
+      }
+      await this.client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key,
+          UploadId,
+          MultipartUpload: { Parts: parts },
+        }),
+      );
+    } catch (e) {
+      await this.client
+        .send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key, UploadId }))
+        .catch(() => undefined);
+      throw e;
+    }
   }
 
   async delete(keys: readonly string[]): Promise<void> {

@@ -38,6 +38,11 @@ export interface ObjectStore {
   /** The "folders" directly under a prefix (ending in `/`), like `ls`. */
   listFolders(prefix: string): Promise<string[]>;
   delete(keys: readonly string[]): Promise<void>;
+  /**
+   * Copies one object to another key inside the store (S3 CopyObject; a file copy): the bytes
+   * never pass through this process. Atomic like a put. False when `src` does not exist.
+   */
+  copy(src: string, dst: string): Promise<boolean>;
 }
 
 /** Thrown for a key that could escape the store (`..`, absolute, empty segments). */
