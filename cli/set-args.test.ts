@@ -7,7 +7,11 @@ describe('--set PATH=VALUE', () => {
       path: ['spec', 'policy', 'maxAttempts'],
       value: 5,
     });
-    expect(parseSetArg('env.LR=3e-4')).toEqual({ path: ['spec', 'env', 'LR'], value: 3e-4 });
+    expect(parseSetArg('resources.gpus=2')).toEqual({ path: ['spec', 'resources', 'gpus'], value: 2 });
+    // env, labels and annotations hold strings: what was typed, never a number YAML makes of it
+    expect(parseSetArg('env.LR=3e-4')).toEqual({ path: ['spec', 'env', 'LR'], value: '3e-4' });
+    expect(parseSetArg('env.DEBUG=true').value).toBe('true');
+    expect(parseSetArg('metadata.labels.v=2').value).toBe('2');
     expect(parseSetArg('metadata.labels.team=nlp').path).toEqual(['metadata', 'labels', 'team']);
     expect(parseSetArg('spec.suspend=true')).toEqual({ path: ['spec', 'suspend'], value: true });
     expect(parseSetArg('command=[python3, a b.py]').value).toEqual(['python3', 'a b.py']);

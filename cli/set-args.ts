@@ -2,7 +2,9 @@
  * `--set path=value`, as `adv submit` and `adv fork` take it: one field of a Run's spec, the path
  * dotted from `spec` (`policy.maxAttempts=5`, `env.LR=3e-4`; a leading `spec.` or `metadata.` says
  * where explicitly), the value read as YAML would read it (`5` a number, `true` a flag, `[a, b]` a
- * list, anything else a string). What the schema then makes of the result is the loader's to say.
+ * list, anything else a string) — except under `env`, `metadata.labels` and
+ * `metadata.annotations`, whose values are always strings (`env.LR=1e-4` is the text `1e-4`, as a
+ * shell would pass it). What the schema then makes of the result is the loader's to say.
  */
 import { parse } from 'yaml';
 import { AdvError, ErrorCode } from '../controller/index.js';
@@ -31,6 +33,7 @@ export function parseSetArg(arg: string): SetArg {
   const path = keys[0] === 'spec' || keys[0] === 'metadata' ? keys : ['spec', ...keys];
   if (path.length < 2) throw bad(`set a field of ${path[0]}, not ${path[0]} itself`);
   const text = arg.slice(eq + 1);
+  if (stringValued(path)) return { path, value: text };
   let value: unknown;
   try {
     value = text === '' ? '' : (parse(text) as unknown);
@@ -38,6 +41,16 @@ export function parseSetArg(arg: string): SetArg {
     throw bad(`the value is not YAML (${(e as Error).message.split('\n')[0]})`);
   }
   return { path, value: value ?? null };
+}
+
+/** Maps of strings: what is typed is the value, never a number or a flag YAML would make of it. */
+function stringValued(path: readonly string[]): boolean {
+  const [root, map] = path;
+  return (
+    path.length === 3 &&
+    ((root === 'spec' && map === 'env') ||
+      (root === 'metadata' && (map === 'labels' || map === 'annotations')))
+  );
 }
 
 /** Sets each of `sets` in `doc` (a parsed spec document), making the maps on the way. */

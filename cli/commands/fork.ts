@@ -53,7 +53,7 @@ export function registerFork(program: Command, io: Io): void {
       `
 Examples:
   adv fork train                                      # from its latest checkpoint
-  adv fork train --step 2000 --set "env.LR='1e-4'"   # from step 2000, another learning rate (a string: quoted YAML)
+  adv fork train --step 2000 --set env.LR=1e-4   # from step 2000, another learning rate
   adv get runs --tree                                 # the family: parents and their forks`,
     )
     .action((run: string, opts: ForkOpts) => fork(io, checkName(run), opts));
