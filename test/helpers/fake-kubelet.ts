@@ -255,6 +255,8 @@ export class FakeKubelet {
     const hostname = (pod.spec.hostname ?? pod.metadata.name).slice(0, 63);
     env.HOSTNAME = hostname;
     const hostsFile = join(podDir(this.opts.dir, pod), 'etc-hosts');
+    // A pod without volumes has no pod dir yet.
+    mkdirSync(dirname(hostsFile), { recursive: true });
     writeFileSync(hostsFile, this.config.hostsFor(pod, hostname));
     const vars = new Map(Object.entries(env));
     const argv = [...(c.command ?? []), ...(c.args ?? [])].map((a: string) => expandVars(String(a), vars));
