@@ -85,6 +85,8 @@ interface Running {
   pid: number;
   startedAt: string;
   containerID: string;
+  /** The container's environment: what an exec'd command gets too. */
+  env: Record<string, string>;
   exited: Promise<void>;
   /** Mount points (and workingDir) that did not exist on the host: removed when no pod needs them. */
   paths: string[];
@@ -160,6 +162,28 @@ export class FakeKubelet {
     this.held.delete(`${ns}/${job}`);
     for (const p of this.cluster.store.list(defOf('pods'), ns))
       if (p.metadata.labels?.['volcano.sh/job-name'] === job) this.queue(ns, p.metadata.name);
+  }
+
+  /**
+   * The running container an exec or port-forward reaches (`container` defaults to the only one):
+   * its main process and environment; otherwise the kubelet's refusal, which kubectl prints.
+   */
+  runningContainer(
+    ns: string,
+    name: string,
+    container?: string,
+  ): { pid: number; env: Record<string, string>; uid: string } {
+    const pod = this.cluster.store.must(defOf('pods'), ns, name);
+    const names: string[] = (pod.spec.containers ?? []).map((c: Obj) => c.name);
+    const c = container || (names.length === 1 ? names[0]! : undefined);
+    if (!c)
+      throw badRequest(
+        `a container name must be specified for pod ${name}, choose one of: [${names.join(' ')}]`,
+      );
+    if (!names.includes(c)) throw badRequest(`container ${c} is not valid for pod ${name}`);
+    const r = this.running.get(pod.metadata.uid);
+    if (!r || r.container !== c || r.stopping) throw badRequest(`container not found ("${c}")`);
+    return { pid: r.pid, env: r.env, uid: r.uid };
   }
 
   livePids(): number[] {
@@ -290,6 +314,7 @@ export class FakeKubelet {
       pid: child.pid ?? -1,
       startedAt,
       containerID: `containerd://${randomBytes(32).toString('hex')}`,
+      env,
       paths,
       exited: new Promise<void>((resolve) => {
         child.once('error', (e) => {
