@@ -229,6 +229,65 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
     }, 120_000);
   }
 
+  it('exec -it gives the command a terminal (what `adv shell` runs): kubectl on a pty from script(1)', async () => {
+    const cmd = [
+      'kubectl',
+      ...['--kubeconfig', fake.kubeconfig, '--context', fake.context, '-n', NS],
+      ...['exec', '-it', 'web', '--', 'sh', '-c', `'tty; read x; echo "got $x"; exit 4'`],
+    ].join(' ');
+    const child = spawn('script', ['-q', '-e', '-c', cmd, '/dev/null'], {
+      env: env(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    forwards.add(child);
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    // The terminal's name comes first: the session is up, so the line typed next reaches `read`.
+    await waitFor(() => /\/dev\/pts\/\d+/.test(out), {
+      what: 'the exec to print its terminal',
+      timeoutMs: 60_000,
+      giveUpIf: () => child.exitCode !== null && `script exited ${child.exitCode}`,
+      detail: () => out,
+    });
+    child.stdin.write('typed\r');
+    expect(await exited).toBe(4);
+    forwards.delete(child);
+    expect(out).toContain('got typed');
+  }, 120_000);
+
+  it("ends the exec'd command when kubectl goes away", async () => {
+    const child = spawn(
+      'kubectl',
+      [
+        ...['--kubeconfig', fake.kubeconfig, '--context', fake.context, '-n', NS],
+        ...['exec', 'web', '--', 'sh', '-c', 'echo "$$"; exec sleep 600'],
+      ],
+      { env: env(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    forwards.add(child);
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const pid = Number(
+      await waitFor(() => /^(\d+)\n/.exec(out)?.[1], {
+        what: 'the exec to print its pid',
+        timeoutMs: 60_000,
+        giveUpIf: () => child.exitCode !== null && `kubectl exited ${child.exitCode}`,
+      }),
+    );
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    expect(alive()).toBe(true);
+    await stop(child);
+    await waitFor(() => !alive(), { what: `the exec'd sleep (pid ${pid}) to end`, timeoutMs: 30_000 });
+  }, 120_000);
+
   it('refuses an exec into a container the pod does not have, or a pod that does not exist', async () => {
     const noContainer = await kubectl(['exec', 'web', '-c', 'sidecar', '--', 'true']);
     expect(noContainer.code).not.toBe(0);
