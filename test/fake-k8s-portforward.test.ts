@@ -288,6 +288,20 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
     await waitFor(() => !alive(), { what: `the exec'd sleep (pid ${pid}) to end`, timeoutMs: 30_000 });
   }, 120_000);
 
+  it('lists pods/exec and pods/portforward in discovery, as the real server does', async () => {
+    const r = await kubectl(['get', '--raw', '/api/v1']);
+    const listed = (JSON.parse(r.stdout) as { resources: { name: string; kind: string; verbs: string[] }[] })
+      .resources;
+    expect(listed.find((x) => x.name === 'pods/exec')).toMatchObject({
+      kind: 'PodExecOptions',
+      verbs: ['create', 'get'],
+    });
+    expect(listed.find((x) => x.name === 'pods/portforward')).toMatchObject({
+      kind: 'PodPortForwardOptions',
+      verbs: ['create', 'get'],
+    });
+  }, 60_000);
+
   it('refuses an exec into a container the pod does not have, or a pod that does not exist', async () => {
     const noContainer = await kubectl(['exec', 'web', '-c', 'sidecar', '--', 'true']);
     expect(noContainer.code).not.toBe(0);
