@@ -7,6 +7,7 @@
  * environment, hostname and working directory; the errors kubectl prints.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,6 +25,8 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
   let dir: string;
   let port: number;
   const body = `served from the pod ${Math.random().toString(36).slice(2)}\n`;
+  /** Larger than any one SPDY frame or WebSocket message the fake sends. */
+  const big = randomBytes(3 << 20);
   const forwards = new Set<ChildProcess>();
 
   const env = (extra: Record<string, string> = {}) => ({
@@ -89,6 +92,7 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
     const site = join(dir, 'site');
     mkdirSync(site);
     writeFileSync(join(site, 'hello.txt'), body);
+    writeFileSync(join(site, 'big.bin'), big);
     port = await freePort();
     fake = await startFakeK8s({ dir: join(dir, 'k8s') });
     const pod = {
@@ -154,6 +158,16 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
         expect(res.status).toBe(200);
         expect(await res.text()).toBe(body);
       }
+      // Connections at once, one of them megabytes long: streams multiplexed on the one session.
+      const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+      const [large, ...small] = await Promise.all([
+        fetch(`http://127.0.0.1:${pf.local}/big.bin`).then(async (r) => Buffer.from(await r.arrayBuffer())),
+        ...Array.from({ length: 6 }, () =>
+          fetch(`http://127.0.0.1:${pf.local}/hello.txt`).then((r) => r.text()),
+        ),
+      ]);
+      expect(sha(large!)).toBe(sha(big));
+      expect(small).toEqual(Array(6).fill(body));
       expect(
         portForwardCalls()
           .slice(before)
