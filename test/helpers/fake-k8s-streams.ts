@@ -404,12 +404,13 @@ export class SpdySession {
   private compress(headers: Record<string, string>): Buffer {
     const parts = [u32(Object.keys(headers).length)];
     for (const [k, v] of Object.entries(headers))
-      parts.push(u32(k.length), Buffer.from(k), u32(v.length), Buffer.from(v));
+      parts.push(u32(Buffer.byteLength(k)), Buffer.from(k), u32(Buffer.byteLength(v)), Buffer.from(v));
     const raw = Buffer.concat(parts);
     const stored = Buffer.alloc(5);
     stored[0] = 0; // BFINAL 0, BTYPE 00 (stored); the rest of the byte is padding.
     stored.writeUInt16LE(raw.length, 1);
     stored.writeUInt16LE(~raw.length & 0xffff, 3);
+    // CMF 0x78: deflate, 32 KiB window; FLG 0xbb: FDICT, and check bits making CMF·256+FLG ≡ 0 (mod 31).
     const head = this.deflateStarted ? [] : [Buffer.from([0x78, 0xbb]), u32(adler32(SPDY_DICTIONARY))];
     this.deflateStarted = true;
     return Buffer.concat([...head, stored, raw, SYNC_FLUSH_MARKER]);
