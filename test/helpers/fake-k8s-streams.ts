@@ -34,6 +34,7 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { constants as zc, inflateSync } from 'node:zlib';
 import { constants } from 'node:os';
+import { shellJoin } from '../../runtime/shell.js';
 import type { Obj } from './fake-k8s-store.js';
 
 // ---- upgrades ----
@@ -541,9 +542,7 @@ function exitStatus(r: ExecRequest, code: number): Obj {
  * and working directory, with the container's environment; under `script(1)` for a tty.
  */
 function startExec(t: ExecTarget, r: ExecRequest): ChildProcess {
-  const argv = r.tty
-    ? ['script', '-q', '-e', '-f', '-c', r.command.map(shellWord).join(' '), '/dev/null']
-    : r.command;
+  const argv = r.tty ? ['script', '-q', '-e', '-f', '-c', shellJoin(r.command), '/dev/null'] : r.command;
   const child = spawn('nsenter', ['-t', String(t.pid), '-m', '-u', '--wd', '--', ...argv], {
     env: { ...t.env, ...(r.tty ? { TERM: t.env.TERM ?? 'xterm' } : {}) },
     stdio: [r.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
@@ -554,8 +553,6 @@ function startExec(t: ExecTarget, r: ExecRequest): ChildProcess {
   child.stdin?.on('error', () => {}); // The command may exit before reading all its input.
   return child;
 }
-
-const shellWord = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** The exit code of a finished child, a signal death as 128+n (what the runtime reports). */
 const exitCodeOf = (code: number | null, signal: NodeJS.Signals | null) =>
