@@ -55,6 +55,34 @@ export function upgradeOf(req: IncomingMessage): UpgradeKind | undefined {
   return undefined;
 }
 
+/** The subprotocols served, by subresource and upgrade, in the order the fake prefers them. */
+const PROTOCOLS = {
+  exec: {
+    websocket: ['v5.channel.k8s.io', 'v4.channel.k8s.io'],
+    spdy: ['v5.channel.k8s.io', 'v4.channel.k8s.io'],
+  },
+  portforward: { websocket: ['SPDY/3.1+portforward.k8s.io'], spdy: ['portforward.k8s.io'] },
+} as const;
+
+/** The client's first offered subprotocol that the fake speaks for `sub`, or undefined. */
+export function negotiate(sub: 'exec' | 'portforward', how: UpgradeKind): string | undefined {
+  const ours: readonly string[] = PROTOCOLS[sub][how.kind];
+  return how.protocols.find((p) => ours.includes(p));
+}
+
+/** Completes a SPDY/3.1 upgrade with `protocol` and returns the session now on the socket. */
+export function acceptSpdy(socket: Duplex, head: Buffer, protocol: string): SpdySession {
+  socket.write(
+    'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n' +
+      `X-Stream-Protocol-Version: ${protocol}\r\n\r\n`,
+  );
+  const session = new SpdySession((b) => socket.write(b));
+  socket.on('data', (c: Buffer) => session.feed(c));
+  socket.on('close', () => session.end());
+  if (head.length) session.feed(head);
+  return session;
+}
+
 /** Answers an upgrade request with an error `Status` (kubectl prints its message) and closes. */
 export function refuseUpgrade(socket: Duplex, code: number, status: Obj): void {
   const body = JSON.stringify(status);

@@ -66,8 +66,10 @@ import {
 } from './fake-k8s-store.js';
 import { unknownFields } from './fake-k8s-schema.js';
 import {
+  acceptSpdy,
   execRequestOf,
   killExec,
+  negotiate,
   refuseUpgrade,
   serveExecSpdy,
   serveExecWebSocket,
@@ -348,12 +350,8 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
         404,
         statusBody(404, 'NotFound', 'the server could not find the requested resource'),
       );
-    const offered = (ours: string[]) => how.protocols.find((p) => ours.includes(p));
     const isExec = r.sub === 'exec';
-    const protocol =
-      how.kind === 'websocket'
-        ? offered(isExec ? ['v5.channel.k8s.io', 'v4.channel.k8s.io'] : ['SPDY/3.1+portforward.k8s.io'])
-        : offered(isExec ? ['v5.channel.k8s.io', 'v4.channel.k8s.io'] : ['portforward.k8s.io']);
+    const protocol = negotiate(r.sub, how);
     if (!protocol)
       return refuseUpgrade(
         socket,
@@ -386,14 +384,7 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
       ws.onClose = () => session.end();
       return servePortForward(session, { pod: r.name, uid: target.uid, sockets: podSockets });
     }
-    socket.write(
-      'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n' +
-        `X-Stream-Protocol-Version: ${protocol}\r\n\r\n`,
-    );
-    const session = new SpdySession((b) => socket.write(b));
-    socket.on('data', (c: Buffer) => session.feed(c));
-    socket.on('close', () => session.end());
-    if (head.length) session.feed(head);
+    const session = acceptSpdy(socket, head, protocol);
     if (isExec) serveExecSpdy(session, exec, execRequestOf(url.searchParams), () => socket.end());
     else servePortForward(session, { pod: r.name, uid: target.uid, sockets: podSockets });
   };
