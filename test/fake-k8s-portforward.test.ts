@@ -8,7 +8,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,16 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
   /** Larger than any one SPDY frame or WebSocket message the fake sends. */
   const big = randomBytes(3 << 20);
   const forwards = new Set<ChildProcess>();
+  /** The setsid'd child of the escapee test: killed here too if the fake missed it. */
+  let escaped: number | undefined;
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
 
   const env = (extra: Record<string, string> = {}) => ({
     ...process.env,
@@ -139,6 +149,7 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
   }, 120_000);
 
   afterAll(async () => {
+    if (escaped && alive(escaped)) process.kill(escaped, 'SIGKILL');
     for (const c of forwards) await stop(c);
     await fake?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -289,17 +300,44 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
         giveUpIf: () => child.exitCode !== null && `kubectl exited ${child.exitCode}`,
       }),
     );
-    const alive = () => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    expect(alive()).toBe(true);
+    expect(alive(pid)).toBe(true);
     await stop(child);
-    await waitFor(() => !alive(), { what: `the exec'd sleep (pid ${pid}) to end`, timeoutMs: 30_000 });
+    await waitFor(() => !alive(pid), { what: `the exec'd sleep (pid ${pid}) to end`, timeoutMs: 30_000 });
+  }, 120_000);
+
+  it("kills a container's processes that left its process group when the pod goes, as its cgroup would be", async () => {
+    const pidFile = join(dir, 'escaped.pid');
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'escapee' },
+      spec: {
+        restartPolicy: 'Never',
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: 'main',
+            image: 'busybox',
+            // A child in its own session (setsid), as Jupyter's launcher makes one: out of the group.
+            command: ['sh', '-c', `setsid sleep 600 & echo "$!" > ${pidFile}; exec sleep 600`],
+          },
+        ],
+      },
+    };
+    expect((await kubectl(['create', '-f', '-'], JSON.stringify(pod))).code).toBe(0);
+    const pid = Number(
+      await waitFor(() => readFileSync(pidFile, 'utf8').trim(), {
+        what: 'the escaped child pid',
+        timeoutMs: 60_000,
+      }),
+    );
+    escaped = pid;
+    expect(alive(pid)).toBe(true);
+    expect((await kubectl(['delete', 'pod', 'escapee', '--wait=true'])).code).toBe(0);
+    await waitFor(() => !alive(pid), {
+      what: `the escaped child (pid ${pid}) to be killed`,
+      timeoutMs: 30_000,
+    });
   }, 120_000);
 
   it('lists pods/exec and pods/portforward in discovery, as the real server does', async () => {
