@@ -89,8 +89,8 @@ export function apiResourceList(group: string, version: string): Obj | undefined
         name: `${d.resource}/${s}`,
         singularName: '',
         namespaced: d.namespaced,
-        kind: d.kind,
-        verbs: s === 'log' ? ['get'] : ['get', 'patch', 'update'],
+        kind: STREAM_KINDS[s] ?? d.kind,
+        verbs: s === 'log' ? ['get'] : STREAM_KINDS[s] ? ['create', 'get'] : ['get', 'patch', 'update'],
       });
   }
   return {
@@ -100,6 +100,9 @@ export function apiResourceList(group: string, version: string): Obj | undefined
     resources,
   };
 }
+
+/** The option kinds the real server lists for the streaming subresources (fake-k8s-streams.ts). */
+const STREAM_KINDS: Record<string, string> = { exec: 'PodExecOptions', portforward: 'PodPortForwardOptions' };
 
 const gvPath = (group: string, version: string) => (group ? `apis/${group}/${version}` : `api/${version}`);
 

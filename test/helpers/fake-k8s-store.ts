@@ -30,7 +30,7 @@ export interface ResourceDef {
   kind: string;
   namespaced: boolean;
   shortNames: string[];
-  /** Subresources served: 'status', 'log'. */
+  /** Subresources served: 'status', 'log', 'exec', 'portforward'. */
   subresources: string[];
   categories?: string[];
   /** Whether this is a CustomResourceDefinition's type (DELETE answers a Status, not the object). */
@@ -42,7 +42,7 @@ export { VERBS };
 
 /** The types the fake serves: core v1 and Volcano's CRDs (as its helm chart installs them). */
 export const RESOURCES: ResourceDef[] = [
-  core('pods', 'pod', 'Pod', true, ['po'], ['status', 'log'], ['all']),
+  core('pods', 'pod', 'Pod', true, ['po'], ['status', 'log', 'exec', 'portforward'], ['all']),
   core('configmaps', 'configmap', 'ConfigMap', true, ['cm']),
   core('secrets', 'secret', 'Secret', true, []),
   core('services', 'service', 'Service', true, ['svc'], ['status'], ['all']),

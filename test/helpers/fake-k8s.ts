@@ -6,8 +6,9 @@
  *
  * Layers: fake-k8s-store.ts (objects, resourceVersions, selectors, `Status` errors),
  * fake-k8s-api.ts (create/update/patch/delete semantics, admission, garbage collection),
- * fake-k8s-discovery.ts (discovery, OpenAPI, Tables — and what kubectl asks of them), this file
- * (HTTPS: routing, auth, lists, watches, logs, and `startFakeK8s`).
+ * fake-k8s-discovery.ts (discovery, OpenAPI, Tables — and what kubectl asks of them),
+ * fake-k8s-streams.ts (`exec` and `port-forward`: WebSocket and SPDY/3.1), this file (HTTPS:
+ * routing, auth, lists, watches, logs, upgrades, and `startFakeK8s`).
  *
  * Faithful, as kubectl sees it: HTTPS (a self-signed cert the kubeconfig trusts: kubectl sends a
  * kubeconfig's token only over TLS) with bearer-token auth (401 `Unauthorized` Status; kubectl
@@ -19,20 +20,22 @@
  * them), watches (`?watch=true`: newline-delimited events from a resourceVersion, or the initial
  * ADDED events first; objects entering/leaving a selector as ADDED/DELETED) as `kubectl delete`
  * (waiting), `get -w` and `wait --for=delete` use them, server-side Tables, `pods/log`, dry runs,
- * garbage collection by ownerReferences.
+ * garbage collection by ownerReferences, `kubectl exec` (stdin, stdout, stderr, exit code; a tty)
+ * and `kubectl port-forward` over WebSocket (kubectl 1.32's default) and SPDY/3.1.
  * Simplified: one node (`fake-node`), no RBAC, no pagination (`limit` is ignored, every list is
- * one page), no server-side apply, no `exec`/`attach`/`port-forward`/`proxy`, no events recorded;
+ * one page), no server-side apply, no `attach`/`proxy`, no events recorded;
  * request bodies in protobuf (what kubectl's generators such as `kubectl create secret generic`
  * send) are refused with 415, JSON (`kubectl create|apply|replace -f`, patches) is served.
  */
 /* eslint-disable @typescript-eslint/no-explicit-any -- Kubernetes objects are untyped JSON, read field by field */
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { delimiter, join } from 'node:path';
 import { Cluster, type DeleteOptions } from './fake-k8s-api.js';
 import {
@@ -62,6 +65,19 @@ import {
   type ResourceDef,
 } from './fake-k8s-store.js';
 import { unknownFields } from './fake-k8s-schema.js';
+import {
+  acceptSpdy,
+  execRequestOf,
+  killExec,
+  negotiate,
+  refuseUpgrade,
+  serveExecSpdy,
+  serveExecWebSocket,
+  servePortForward,
+  SpdySession,
+  upgradeOf,
+  WebSocketConn,
+} from './fake-k8s-streams.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { FakeVolcano } from './fake-volcano.js';
 
@@ -185,6 +201,11 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
   const watches = new Set<ServerResponse>();
   let serverAddress = '';
 
+  /** Upgraded connections (exec, port-forward), the pods' sockets they opened, exec'd commands. */
+  const upgraded = new Set<Duplex>();
+  const podSockets = new Set<Socket>();
+  const execs = new Set<ChildProcess>();
+
   const send = (res: ServerResponse, code: number, body: unknown) => {
     res.writeHead(code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
@@ -252,6 +273,8 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
       if (method !== 'GET') throw methodNotAllowed();
       return kubelet.serveLog(ns!, name!, q, res);
     }
+    if (d.resource === 'pods' && (sub === 'exec' || sub === 'portforward'))
+      throw badRequest('Upgrade request required');
     if (sub && !d.subresources.includes(sub))
       throw apiError(404, 'NotFound', 'the server could not find the requested resource', {});
     const dryRun = q.dryRun === 'All';
@@ -295,6 +318,75 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
       }
     }
     throw methodNotAllowed();
+  };
+
+  /**
+   * `pods/NAME/exec` and `pods/NAME/portforward`: a WebSocket (kubectl's default) or SPDY/3.1
+   * upgrade, served by fake-k8s-streams.ts against the pod's running container.
+   */
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    requests.push({
+      method: req.method ?? '',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      at: Date.now(),
+    });
+    socket.on('error', () => socket.destroy());
+    if (req.headers.authorization !== `Bearer ${token}`)
+      return refuseUpgrade(socket, 401, statusBody(401, 'Unauthorized', 'Unauthorized'));
+    const r = parseRoute(url.pathname);
+    const how = upgradeOf(req);
+    if (
+      !r ||
+      r.def.resource !== 'pods' ||
+      !r.ns ||
+      !r.name ||
+      (r.sub !== 'exec' && r.sub !== 'portforward') ||
+      !how
+    )
+      return refuseUpgrade(
+        socket,
+        404,
+        statusBody(404, 'NotFound', 'the server could not find the requested resource'),
+      );
+    const isExec = r.sub === 'exec';
+    const protocol = negotiate(r.sub, how);
+    if (!protocol)
+      return refuseUpgrade(
+        socket,
+        400,
+        statusBody(
+          400,
+          'BadRequest',
+          `unable to negotiate a stream protocol from [${how.protocols.join(', ')}]`,
+        ),
+      );
+    let target: ReturnType<FakeKubelet['runningContainer']>;
+    try {
+      target = kubelet.runningContainer(
+        r.ns,
+        r.name,
+        isExec ? (url.searchParams.get('container') ?? undefined) : undefined,
+      );
+    } catch (e) {
+      if (e instanceof ApiError) return refuseUpgrade(socket, e.code, e.status);
+      throw e;
+    }
+    upgraded.add(socket);
+    socket.on('close', () => upgraded.delete(socket));
+    const exec = { pid: target.pid, env: target.env, processes: execs };
+    if (how.kind === 'websocket') {
+      const ws = new WebSocketConn(socket, req, head, protocol);
+      if (isExec) return serveExecWebSocket(ws, exec, execRequestOf(url.searchParams));
+      const session = new SpdySession((b) => ws.send(b));
+      ws.onMessage = (m) => session.feed(m);
+      ws.onClose = () => session.end();
+      return servePortForward(session, { pod: r.name, uid: target.uid, sockets: podSockets });
+    }
+    const session = acceptSpdy(socket, head, protocol);
+    if (isExec) serveExecSpdy(session, exec, execRequestOf(url.searchParams), () => socket.end());
+    else servePortForward(session, { pod: r.name, uid: target.uid, sockets: podSockets });
   };
 
   const discovery = (path: string): Obj | Buffer | undefined => {
@@ -398,6 +490,14 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
   mkdirSync(opts.dir, { recursive: true });
   const tls = selfSignedCert(join(opts.dir, 'apiserver'));
   const server = createServer(tls, (req, res) => void handle(req, res));
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    try {
+      upgrade(req, socket, head);
+    } catch (e) {
+      console.error('fake-k8s: internal error', e);
+      refuseUpgrade(socket, 500, statusBody(500, 'InternalError', `Internal error occurred: ${String(e)}`));
+    }
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const port = (server.address() as AddressInfo).port;
   serverAddress = `127.0.0.1:${port}`;
@@ -444,6 +544,8 @@ export async function startFakeK8s(opts: FakeK8sOptions): Promise<FakeK8s> {
     livePids: () => kubelet.livePids(),
     async close() {
       volcano.close();
+      for (const c of execs) killExec(c);
+      for (const s of [...upgraded, ...podSockets]) s.destroy();
       await kubelet.close();
       for (const w of watches) w.end();
       server.closeAllConnections();

@@ -17,8 +17,9 @@
  * terminated.exitCode and reason Completed|Error, a signal death as 128+n), pod phases and
  * conditions, podIP/hostIP 127.0.0.1, restartPolicy (Never; OnFailure and Always restart with
  * CrashLoopBackOff delays 10 s·2ⁿ), graceful stop (SIGTERM to the main process, the grace period,
- * SIGKILL to its process group; whatever is left in the group is killed when the main process
- * ends, as a container's are), a pod being deleted turning Succeeded/Failed before it goes (as
+ * SIGKILL to its process group; whatever is left in the group, or carries the pod's mark in its
+ * environment (a process that left the group), is killed when the main process ends, as a
+ * container's cgroup is), a pod being deleted turning Succeeded/Failed before it goes (as
  * kubelets since 1.27 do), eviction (phase Failed, reason Evicted, a DisruptionTarget condition,
  * the pod kept), logs (`container`, `tailLines`, `follow` until the process exits, `previous`), an
  * unknown PVC keeping the pod Pending (PodScheduled False: `persistentvolumeclaim "x" not found`).
@@ -35,6 +36,7 @@ import {
   existsSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   rmdirSync,
   statSync,
@@ -85,6 +87,8 @@ interface Running {
   pid: number;
   startedAt: string;
   containerID: string;
+  /** The container's environment: what an exec'd command gets too. */
+  env: Record<string, string>;
   exited: Promise<void>;
   /** Mount points (and workingDir) that did not exist on the host: removed when no pod needs them. */
   paths: string[];
@@ -162,6 +166,28 @@ export class FakeKubelet {
       if (p.metadata.labels?.['volcano.sh/job-name'] === job) this.queue(ns, p.metadata.name);
   }
 
+  /**
+   * The running container an exec or port-forward reaches (`container` defaults to the only one):
+   * its main process and environment; otherwise the kubelet's refusal, which kubectl prints.
+   */
+  runningContainer(
+    ns: string,
+    name: string,
+    container?: string,
+  ): { pid: number; env: Record<string, string>; uid: string } {
+    const pod = this.cluster.store.must(defOf('pods'), ns, name);
+    const names: string[] = (pod.spec.containers ?? []).map((c: Obj) => c.name);
+    const c = container || (names.length === 1 ? names[0]! : undefined);
+    if (!c)
+      throw badRequest(
+        `a container name must be specified for pod ${name}, choose one of: [${names.join(' ')}]`,
+      );
+    if (!names.includes(c)) throw badRequest(`container ${c} is not valid for pod ${name}`);
+    const r = this.running.get(pod.metadata.uid);
+    if (!r || r.container !== c || r.stopping) throw badRequest(`container not found ("${c}")`);
+    return { pid: r.pid, env: r.env, uid: r.uid };
+  }
+
   livePids(): number[] {
     return [...this.running.values()].map((r) => r.pid);
   }
@@ -179,7 +205,10 @@ export class FakeKubelet {
     this.closed = true;
     for (const t of this.backoff.values()) clearTimeout(t);
     for (const f of this.followers) f.end();
-    for (const r of this.running.values()) killGroup(r.pid, 'SIGKILL');
+    for (const r of this.running.values()) {
+      killGroup(r.pid, 'SIGKILL');
+      killMarked(r.uid);
+    }
     await Promise.race([Promise.all([...this.running.values()].map((r) => r.exited)), sleep(5000)]);
   }
 
@@ -254,7 +283,10 @@ export class FakeKubelet {
     const mounts = this.config.volumes(pod, c);
     const hostname = (pod.spec.hostname ?? pod.metadata.name).slice(0, 63);
     env.HOSTNAME = hostname;
+    env[POD_MARK] = pod.metadata.uid;
     const hostsFile = join(podDir(this.opts.dir, pod), 'etc-hosts');
+    // A pod without volumes has no pod dir yet.
+    mkdirSync(dirname(hostsFile), { recursive: true });
     writeFileSync(hostsFile, this.config.hostsFor(pod, hostname));
     const vars = new Map(Object.entries(env));
     const argv = [...(c.command ?? []), ...(c.args ?? [])].map((a: string) => expandVars(String(a), vars));
@@ -288,6 +320,7 @@ export class FakeKubelet {
       pid: child.pid ?? -1,
       startedAt,
       containerID: `containerd://${randomBytes(32).toString('hex')}`,
+      env,
       paths,
       exited: new Promise<void>((resolve) => {
         child.once('error', (e) => {
@@ -338,6 +371,7 @@ export class FakeKubelet {
     if (this.running.get(r.uid) !== r) return;
     this.running.delete(r.uid);
     killGroup(r.pid, 'SIGKILL');
+    killMarked(r.uid);
     this.releasePaths(r);
     const pod = this.cluster.store.get(defOf('pods'), r.ns, r.name);
     if (!pod || pod.metadata.uid !== r.uid || this.closed) return;
@@ -563,6 +597,26 @@ function setCondition(p: Obj, type: string, status: string, reason?: string, mes
   };
   if (!c) conds.push(next);
   else if (c.status !== status || c.reason !== reason || c.message !== message) conds[i] = next;
+}
+
+/**
+ * Every container process carries this variable, the pod's uid: how the kubelet finds the ones
+ * that left the container's process group (`setsid`, as Jupyter's launcher does), which a real
+ * runtime kills with the container's cgroup. One that replaced its whole environment escapes.
+ */
+const POD_MARK = 'FAKE_KUBELET_POD_UID';
+
+/** SIGKILLs every process whose environment carries the pod's mark. */
+function killMarked(uid: string): void {
+  const mark = Buffer.from(`${POD_MARK}=${uid}\0`);
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/environ`).includes(mark)) process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
 }
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
