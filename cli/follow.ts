@@ -21,7 +21,10 @@ export interface FollowOpts {
 
 const ENDED = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
-/** Prints until run `name` ends; resolves to 0 when it succeeded, else its command's exit code (or 1). */
+/**
+ * Prints until run `name` ends, or stalls on something a person must fix; resolves to 0 when it
+ * succeeded, else its command's exit code (1 when it has none, or stalled).
+ */
 export async function followRun(io: Io, name: string, opts: FollowOpts): Promise<number> {
   const every = opts.intervalMs ?? 1000;
   let reader: StatusReader | undefined;
@@ -61,6 +64,15 @@ export async function followRun(io: Io, name: string, opts: FollowOpts): Promise
           shownAttempt = latest.n;
           await printNewParts(io, store, logsPrefix(name, latest.n, 0), printed);
         }
+      }
+      // A run a person must fix (a spec error, a code ref that names nothing) does not end by itself.
+      const stuck = st?.conditions?.find(
+        (x) => (x.type === 'Stalled' && x.status === 'True') || (x.type === 'Valid' && x.status === 'False'),
+      );
+      if (stuck) {
+        io.stderr.write(safe`run/${name} waits for a fix (${stuck.reason}): ${stuck.message}\n`);
+        io.stderr.write(`stopped following; adv describe run ${name} shows it all\n`);
+        return 1;
       }
       if (st && ENDED.has(st.phase)) {
         if (st.phase === 'Succeeded') return 0;

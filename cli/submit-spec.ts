@@ -3,7 +3,7 @@
  * says where it came from, the fields in the order the docs show them, short lists in flow style.
  * Pure: no git, no file system — the command gathers the inputs.
  */
-import { Document, isMap, parseDocument, type Node } from 'yaml';
+import { Document, isMap, parseAllDocuments, parseDocument, type Node } from 'yaml';
 import { AdvError, ErrorCode } from '../controller/index.js';
 import { applySets, type SetArg } from './set-args.js';
 
@@ -87,33 +87,37 @@ function orderSpec(spec: SpecMap): void {
 }
 
 function baseDocument(base: { file: string; text: string }): Document {
-  const docs = base.text.split(/^---\s*$/m).filter((t) => t.trim());
-  const doc = parseDocument(base.text);
+  const all = parseAllDocuments(base.text);
+  const docs = Array.isArray(all) ? all : [];
+  const doc = docs[0] ?? parseDocument(base.text);
   const kind = doc.get('kind') as unknown;
   if (docs.length !== 1 || doc.errors.length || kind !== 'Run')
     throw new AdvError(
       ErrorCode.UsageError,
-      `${base.file}: ${doc.errors[0]?.message ?? (docs.length !== 1 ? `${docs.length} documents` : `kind is ${String(kind)}`)}; -f takes one Run`,
+      `${base.file}: ${docs.length !== 1 ? `${docs.length} documents` : (doc.errors[0]?.message ?? `kind is ${String(kind)}`)}; -f takes one Run`,
       { hint: 'give -f a file with one Run document (adv schema Run shows the fields)' },
     );
   // Its own header is replaced by ours, which says where this copy came from.
   doc.commentBefore = null;
-  if (doc.contents) (doc.contents as Node).commentBefore = null;
+  const top = doc.contents as (Node & { items?: { key?: { commentBefore?: string | null } }[] }) | null;
+  if (top) top.commentBefore = null;
+  const firstKey = top?.items?.[0]?.key;
+  if (firstKey) firstKey.commentBefore = null;
   return doc;
 }
 
 /** A run name from the command: the script or program it starts, made a DNS-1123 label. */
 export function nameFromCommand(command: readonly string[]): string {
   const launchers =
-    /^(python\d*(\.\d+)?|uv|run|uvx|node|bash|sh|zsh|torchrun|accelerate|launch|deepspeed|srun|env|exec|-m|-u|-c)$/;
-  const word = command.find(
+    /^(python\d*(\.\d+)?|uv|run|uvx|node|bash|sh|zsh|torchrun|accelerate|launch|deepspeed|srun|env|exec)$/;
+  const at = command.findIndex(
     (w) => !w.startsWith('-') && !w.includes('=') && !launchers.test(w.split('/').pop()!),
   );
-  const file = (word ?? 'run').split('/').pop()!;
-  // train.py → train; a module (-m pkg.train) → train.
-  const base = /\.(py|sh|js|ts|ipynb|jl|r)$/i.test(file)
-    ? file.replace(/\.[^.]+$/, '')
-    : file.split('.').pop()!;
+  const word = at < 0 ? 'run' : command[at]!;
+  const file = word.split('/').pop()!;
+  // A module (-m pkg.train) is named by its last part; a script (train.py) without its extension.
+  const base =
+    command[at - 1] === '-m' ? file.split('.').pop()! : file.replace(/\.(py|sh|js|mjs|ts|ipynb|jl|r)$/i, '');
   const slug = base
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')

@@ -228,7 +228,15 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
       }
     }
     printSubmitted(io, { name, rel, snap, opts, commit: made.commit });
-    if (opts.review) await printPlan(io, wt.dir, local ? target : made.commit, opts.branch, local, token);
+    if (opts.review)
+      await printPlan(io, {
+        dir: wt.dir,
+        head: local ? target : made.commit,
+        branch: opts.branch,
+        local,
+        name,
+        ...(token ? { token } : {}),
+      });
     return name;
   } finally {
     await wt.close();
@@ -383,27 +391,33 @@ function printSubmitted(
 }
 
 /** `adv plan` of the review branch against the watched branch, as the pull request would show it. */
-async function printPlan(io: Io, dir: string, head: string, branch: string, local: boolean, token?: string) {
-  let base = branch;
-  if (!local) {
-    // The clone has the branch as it was; the status branch tells the plan what already runs.
-    await runGit(
-      [
-        'fetch',
-        '--quiet',
-        '--depth',
-        '1',
-        'origin',
-        '+refs/heads/adventuretime/status:refs/remotes/origin/adventuretime/status',
-      ],
-      {
-        cwd: dir,
-        env: credentialEnv(token),
-      },
-    );
-    base = `refs/heads/${branch}`;
+async function printPlan(
+  io: Io,
+  at: { dir: string; head: string; branch: string; local: boolean; name: string; token?: string },
+): Promise<void> {
+  let base = at.branch;
+  if (!at.local) {
+    // The clone has the branch alone: the status branch tells the plan what already runs, and
+    // the snapshot is what code.ref names. Either may be missing (no controller yet): no plan
+    // line depends on more than a "waiting".
+    for (const ref of ['refs/heads/adventuretime/status', snapshotRef(at.name)])
+      await runGit(
+        [
+          'fetch',
+          '--quiet',
+          '--depth',
+          '1',
+          'origin',
+          `+${ref}:${ref.replace('refs/heads/', 'refs/remotes/origin/')}`,
+        ],
+        {
+          cwd: at.dir,
+          env: credentialEnv(at.token),
+        },
+      );
+    base = `refs/heads/${at.branch}`;
   }
   // Imported here: program.ts imports this file.
   const { runCli } = await import('../program.js');
-  await runCli(['plan', '--repo', dir, '--base', base, '--head', head, '--branch', branch], io);
+  await runCli(['plan', '--repo', at.dir, '--base', base, '--head', at.head, '--branch', at.branch], io);
 }
