@@ -93,8 +93,8 @@ function phaseLine(phase: string, a: Attempt | undefined, reason?: string, messa
   return safe`${phase}${where}${why}`;
 }
 
-/** Writes the log parts under `prefix` not printed yet, in order. */
-async function printNewParts(
+/** Writes the log parts under `prefix` not printed yet, in order (`adv logs -f` and `--follow`). */
+export async function printNewParts(
   io: Io,
   store: ObjectStore,
   prefix: string,
