@@ -92,7 +92,14 @@ export async function openSpecsWorkTree(
   repo: string,
   branch: string,
   token: string | undefined,
-  opts: { anyBranch?: boolean } = {},
+  opts: {
+    anyBranch?: boolean;
+    /**
+     * For a URL: a local repository whose objects the clone borrows (`--reference-if-able`), so
+     * a commit made there (an `adv submit` snapshot) can be pushed from the clone.
+     */
+    reference?: string;
+  } = {},
 ): Promise<SpecsWorkTree> {
   const env = credentialEnv(token);
   let dir: string;
@@ -100,7 +107,8 @@ export async function openSpecsWorkTree(
   if (isRemoteUrl(repo)) {
     dir = await mkdtemp(join(tmpdir(), 'adv-apply-'));
     temp = true;
-    const r = await runGit(['clone', '--quiet', '--depth', '1', '--branch', branch, repo, dir], { env });
+    const from = opts.reference ? ['--reference-if-able', opts.reference] : ['--depth', '1'];
+    const r = await runGit(['clone', '--quiet', ...from, '--branch', branch, repo, dir], { env });
     if (r.code !== 0) {
       await rm(dir, { recursive: true, force: true });
       throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, {

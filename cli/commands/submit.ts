@@ -36,6 +36,8 @@ interface CodeHome {
   repo?: string;
   /** `git push` target from the code repo: a remote name or URL, with its credentials. */
   push?: { to: string; env: NodeJS.ProcessEnv };
+  /** The specs repo's URL is the code's: the snapshot ref goes in the spec's own (atomic) push. */
+  together?: boolean;
 }
 
 const ZERO = '0'.repeat(40);
@@ -139,8 +141,11 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
     : undefined;
   const specsArg = await resolveRepo(opts.repo, snap.toplevel);
   const token = await gitToken(io.env);
-  const home = await codeHome(snap, specsArg, opts.codeRemote ?? 'origin', token);
-  const wt = await openSpecsWorkTree(specsArg, opts.branch, token, { anyBranch: true });
+  const home = await codeHome(snap, specsArg, opts.codeRemote ?? 'origin');
+  const wt = await openSpecsWorkTree(specsArg, opts.branch, token, {
+    anyBranch: true,
+    ...(home.together ? { reference: snap.toplevel } : {}),
+  });
   try {
     const local = !isRemoteUrl(specsArg);
     const onBranch = local && (await checkedOut(wt.dir)) === `refs/heads/${opts.branch}`;
@@ -168,7 +173,8 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
     let made = await wt.commitOnto(rel, text, message, parent);
     await validate(wt, made.commit, rel, io);
 
-    // The code first: the controller must never see a spec whose commit it cannot fetch.
+    // The code first (or in the same atomic push): the controller must never see a spec whose
+    // commit it cannot fetch.
     await keepSnapshot(snap.toplevel, name, snap.commit);
     if (home.push) await pushSnapshot(snap, name, home.push);
 
@@ -198,10 +204,14 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
       }
     } else {
       for (let attempt = 1; ; attempt++) {
-        const r = await runGit(['push', '--quiet', 'origin', `${made.commit}:${target}`], {
-          cwd: wt.dir,
-          env: credentialEnv(token),
-        });
+        const code = home.together ? [`+${snap.commit}:${snapshotRef(name)}`] : [];
+        const r = await runGit(
+          ['push', '--quiet', '--atomic', 'origin', `${made.commit}:${target}`, ...code],
+          {
+            cwd: wt.dir,
+            env: credentialEnv(token),
+          },
+        );
         if (r.code === 0) break;
         if (opts.review || attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(r.stderr))
           throw new AdvError(ErrorCode.GitError, `push to ${specsArg} failed: ${r.stderr.trim()}`, {
@@ -261,20 +271,14 @@ function headerLines(snap: CodeSnapshot, name: string): string[] {
 }
 
 /** Whether the code is the specs repo (no `code.repo`), else the URL the controller fetches it from. */
-async function codeHome(
-  snap: CodeSnapshot,
-  specsArg: string,
-  remote: string,
-  token: string | undefined,
-): Promise<CodeHome> {
+async function codeHome(snap: CodeSnapshot, specsArg: string, remote: string): Promise<CodeHome> {
   if (!isRemoteUrl(specsArg)) {
     const top = (await git(['rev-parse', '--show-toplevel'], { cwd: specsArg })).toString('utf8').trim();
     if (realpathSync(top) === realpathSync(snap.toplevel)) return {};
   }
   const url = await runGit(['remote', 'get-url', remote], { cwd: snap.toplevel });
   const codeUrl = url.code === 0 ? url.stdout.toString('utf8').trim() : undefined;
-  if (isRemoteUrl(specsArg) && codeUrl && sameUrl(codeUrl, specsArg))
-    return { push: { to: specsArg, env: credentialEnv(token) } };
+  if (isRemoteUrl(specsArg) && codeUrl && sameUrl(codeUrl, specsArg)) return { together: true };
   if (!codeUrl)
     throw new AdvError(
       ErrorCode.UsageError,
