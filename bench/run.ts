@@ -23,6 +23,7 @@ const BENCHES: Record<string, string> = {
   agent: './agent.ts',
   gang: './gang.ts',
   environments: './environments.ts',
+  submit: './submit.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

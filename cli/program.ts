@@ -19,6 +19,7 @@ import { registerReconcile } from './commands/reconcile.js';
 import { registerRetry } from './commands/retry.js';
 import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
+import { registerSubmit } from './commands/submit.js';
 import { registerValidate } from './commands/validate.js';
 import { ExitCode, reportError } from './exit.js';
 import { defaultIo, printableLines, type Io } from './output.js';
@@ -38,6 +39,7 @@ export function buildProgram(io: Io): Command {
       'after',
       `
 Examples:
+  adv submit --on ssh-local -- python3 train.py   # this work tree, uncommitted changes too, as a run
   adv init my-specs && cd my-specs    # a local specs repo with a hello run
   adv controller --once               # reconcile until every run has finished
   adv get runs                        # status, read from the adventuretime/status branch
@@ -65,6 +67,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerDescribe(program, io);
   registerDag(program, io);
   registerApply(program, io);
+  registerSubmit(program, io);
   registerCancel(program, io);
   registerRetry(program, io);
   registerFork(program, io);

@@ -70,6 +70,16 @@ export interface SpecsWorkTree {
     parent: string,
     worktree?: string,
   ): Promise<string>;
+  /**
+   * A commit of `parent`'s tree with `rel` set to `content`, made from the committed tree in an
+   * index of its own: no ref, no index, no file is changed. Returns it and the blob and mode of `rel`.
+   */
+  commitOnto(
+    rel: string,
+    content: string,
+    message: string,
+    parent: string,
+  ): Promise<{ commit: string; blob: string; mode: string }>;
   read(rel: string): Promise<string | undefined>;
   write(rel: string, content: string): Promise<void>;
   remove(rel: string): Promise<void>;
@@ -82,7 +92,14 @@ export async function openSpecsWorkTree(
   repo: string,
   branch: string,
   token: string | undefined,
-  opts: { anyBranch?: boolean } = {},
+  opts: {
+    anyBranch?: boolean;
+    /**
+     * For a URL: a local repository whose objects the clone borrows (`--reference-if-able`), so
+     * a commit made there (an `adv submit` snapshot) can be pushed from the clone.
+     */
+    reference?: string;
+  } = {},
 ): Promise<SpecsWorkTree> {
   const env = credentialEnv(token);
   let dir: string;
@@ -90,7 +107,8 @@ export async function openSpecsWorkTree(
   if (isRemoteUrl(repo)) {
     dir = await mkdtemp(join(tmpdir(), 'adv-apply-'));
     temp = true;
-    const r = await runGit(['clone', '--quiet', '--depth', '1', '--branch', branch, repo, dir], { env });
+    const from = opts.reference ? ['--reference-if-able', opts.reference] : ['--depth', '1'];
+    const r = await runGit(['clone', '--quiet', ...from, '--branch', branch, repo, dir], { env });
     if (r.code !== 0) {
       await rm(dir, { recursive: true, force: true });
       throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, {
@@ -130,6 +148,40 @@ export async function openSpecsWorkTree(
       await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
     }
   };
+  const commitOnto: SpecsWorkTree['commitOnto'] = async (rel, content, message, parent) => {
+    const mode =
+      /^(\d+) blob /.exec(
+        (await git(['ls-tree', parent, '--', rel], { cwd: dir, env: LITERAL })).toString(),
+      )?.[1] ?? '100644';
+    const blob = (await git(['hash-object', '-w', '--stdin'], { cwd: dir, input: content }))
+      .toString()
+      .trim();
+    // The new tree: the parent's, with this one file changed, built in an index of our own.
+    const scratch = await mkdtemp(join(tmpdir(), 'adv-edit-'));
+    let commit: string;
+    try {
+      const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
+      await git(['read-tree', parent], { cwd: dir, env: idx });
+      await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
+      const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
+      const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
+        .toString()
+        .trim();
+      commit = (
+        await git(
+          [...id, 'commit-tree', tree, '-p', parent, ...(sign === 'true' ? ['-S'] : []), '-m', message],
+          {
+            cwd: dir,
+          },
+        )
+      )
+        .toString()
+        .trim();
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+    return { commit, blob, mode };
+  };
   return {
     dir,
     load: () => loadSpecs(new DirectorySource(dir)),
@@ -157,38 +209,9 @@ export async function openSpecsWorkTree(
         ...(existsSync(join(dir, rel)) ? { worktree: await readFile(join(dir, rel), 'utf8') } : {}),
       };
     },
+    commitOnto,
     commitFile: async (rel, content, message, parent, worktree) => {
-      const mode =
-        /^(\d+) blob /.exec(
-          (await git(['ls-tree', parent, '--', rel], { cwd: dir, env: LITERAL })).toString(),
-        )?.[1] ?? '100644';
-      const blob = (await git(['hash-object', '-w', '--stdin'], { cwd: dir, input: content }))
-        .toString()
-        .trim();
-      // The new tree: the parent's, with this one file changed, built in an index of our own.
-      const scratch = await mkdtemp(join(tmpdir(), 'adv-edit-'));
-      let commit: string;
-      try {
-        const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
-        await git(['read-tree', parent], { cwd: dir, env: idx });
-        await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
-        const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
-        const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
-          .toString()
-          .trim();
-        commit = (
-          await git(
-            [...id, 'commit-tree', tree, '-p', parent, ...(sign === 'true' ? ['-S'] : []), '-m', message],
-            {
-              cwd: dir,
-            },
-          )
-        )
-          .toString()
-          .trim();
-      } finally {
-        await rm(scratch, { recursive: true, force: true });
-      }
+      const { commit, blob, mode } = await commitOnto(rel, content, message, parent);
       // Compare-and-swap: a commit made to the branch meanwhile is never overwritten.
       const cas = await runGit(['update-ref', '-m', `adv: ${message}`, ref, commit, parent], { cwd: dir });
       if (cas.code !== 0)

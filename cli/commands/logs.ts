@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { AdvError, ErrorCode } from '../../controller/index.js';
 import { attemptPrefix, logsPrefix } from '../../runtime/checkpoint.js';
+import { printNewParts } from '../follow.js';
 import { checkName } from '../names.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
 import { printable, type Io } from '../output.js';
@@ -67,13 +68,7 @@ export function registerLogs(program: Command, io: Io): void {
         const prefix = logsPrefix(run, attempt, worker);
         const printed = new Set<string>();
         for (;;) {
-          const parts: string[] = [];
-          for await (const o of store.list(prefix)) if (!printed.has(o.key)) parts.push(o.key);
-          for (const key of parts.sort()) {
-            const body = await store.get(key);
-            if (body) io.stdout.write(Buffer.from(body));
-            printed.add(key);
-          }
+          await printNewParts(io, store, prefix, printed);
           if (!opts.follow) break;
           if (await store.head(`${attemptPrefix(run, attempt)}exit.json`)) {
             // One more look: the last part is written before the exit record.

@@ -32,6 +32,12 @@ export interface SpecsRepoOptions {
 
 export const DEFAULT_STATUS_BRANCH = 'adventuretime/status';
 
+/**
+ * The commits `adv submit` made of uncommitted work trees, one ref per run: a Run's `code.ref`
+ * pins one by its hash, which resolves only once it is fetched. A glob: no such ref is no error.
+ */
+const SNAPSHOTS_REFSPEC = '+refs/adventuretime/snapshots/*:refs/adventuretime/snapshots/*';
+
 export const isRemoteUrl = (repo: string): boolean =>
   /^(https?|ssh|git|file):\/\//.test(repo) || /^[\w.-]+@[\w.-]+:/.test(repo);
 
@@ -147,6 +153,7 @@ export class SpecsRepo {
       .fetch('origin', [
         `+refs/heads/${this.branch}:${this.specRef}`,
         `+refs/heads/${this.statusBranch}:${this.remoteStatusRef}`,
+        SNAPSHOTS_REFSPEC,
       ])
       .catch(async (e: AdvError) => {
         // A repo without a status branch yet: fetch the watched branch alone.
@@ -154,7 +161,7 @@ export class SpecsRepo {
           /couldn't find remote ref .*status|couldn't find remote ref/i.test(e.message) &&
           !e.data.unreachable
         ) {
-          await this.git.fetch('origin', [`+refs/heads/${this.branch}:${this.specRef}`]);
+          await this.git.fetch('origin', [`+refs/heads/${this.branch}:${this.specRef}`, SNAPSHOTS_REFSPEC]);
           // The remote has no status branch (new, or deleted there): ours is published again.
           const tracking = await this.git.resolveRef(this.remoteStatusRef);
           if (tracking) await runGit(['update-ref', '-d', this.remoteStatusRef], { gitdir: this.git.gitdir });
