@@ -46,7 +46,11 @@ async function filesUnder(dir: string): Promise<string[]> {
 }
 
 /** Runs `fn` over items, at most `width` at a time. */
-export async function inParallel<T, R>(items: readonly T[], width: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+export async function inParallel<T, R>(
+  items: readonly T[],
+  width: number,
+  fn: (t: T) => Promise<R>,
+): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
   await Promise.all(
