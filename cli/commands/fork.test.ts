@@ -33,7 +33,7 @@ describe('forkDocument', () => {
       'train',
       'train-fork-20',
       20,
-      [parseSetArg("env.LR='1e-4'"), parseSetArg('policy.maxAttempts=2')],
+      [parseSetArg('env.LR=1e-4'), parseSetArg('policy.maxAttempts=2')],
       'runs/train.yaml at abc',
     );
     expect(text).toContain('# the entry point');
