@@ -1,0 +1,226 @@
+/**
+ * Code from another repository (`code.repo`) over real git smart HTTP with a token: a private
+ * repo with a submodule (a relative URL, on the same host) runs on the local backend and on the
+ * ssh backend (a real sshd), and each job sees the repo's files and the submodule's. Beside them,
+ * in the same specs repo, runs that must fail fail alone, each with its own condition: a wrong
+ * token, a token secret that is not set, a submodule whose URL is `ext::` or `file://`, and
+ * `code.repo: ext::…` / `file://…` (refused at validation, with file:line). A public repo on
+ * another host is fetched without the controller's token ever reaching that host.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Controller } from '../controller/controller.js';
+import type { RunStatusDoc } from '../controller/status/types.js';
+import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { waitFor } from './helpers/wait.js';
+
+const TOKEN = 'code-repo-token-5c2e';
+const sshOk = haveSshd();
+if (!sshOk && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');
+if (!sshOk) console.warn('SKIPPING the ssh run of the code.repo test: no /usr/sbin/sshd here');
+
+/** A command that prints what it sees and fails unless it is the repo's file and the submodule's. */
+const CHECK = `printf 'app=%s lib=%s\\n' "$(cat app.txt)" "$(cat vendor/lib/version.txt)"; test "$(cat app.txt)" = app-v1 && test "$(cat vendor/lib/version.txt)" = lib-v1`;
+
+const run = (
+  name: string,
+  backend: string,
+  code: string,
+  command = CHECK,
+) => `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: ${name}}
+spec:
+  command: ["sh", "-c", ${JSON.stringify(command)}]
+  code: ${code}
+  backendSelector: {order: [${backend}]}
+`;
+
+describe('code.repo over smart HTTP with a token, submodules included', () => {
+  let server: GitHttpServer;
+  let other: GitHttpServer;
+  let sshd: Sshd | undefined;
+  let tmp: string;
+  const trees: WorkTree[] = [];
+  let c: Controller | undefined;
+
+  beforeAll(async () => {
+    server = await startGitHttp({ token: TOKEN });
+    other = await startGitHttp();
+    if (sshOk) sshd = await startSshd();
+    tmp = await mkdtemp(join(tmpdir(), 'adv-code-repo-'));
+  });
+  afterAll(async () => {
+    await c?.stop();
+    for (const t of trees) await t.cleanup();
+    await sshd?.stop();
+    await server?.stop();
+    await other?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  /** A repo on `on` with `files`, and (with `submodule`) a gitlink at vendor/lib and its .gitmodules. */
+  async function codeRepo(
+    on: GitHttpServer,
+    name: string,
+    files: Record<string, string>,
+    submodule?: { url: string; commit: string },
+  ): Promise<string> {
+    await on.createRepo(name);
+    const wt = await makeWorkTree(files, on.url(name), on === server ? TOKEN : undefined);
+    trees.push(wt);
+    if (!submodule) return wt.git('rev-parse', 'HEAD');
+    await wt.write('.gitmodules', `[submodule "lib"]\n\tpath = vendor/lib\n\turl = ${submodule.url}\n`);
+    await wt.git('add', '.gitmodules');
+    await wt.git('update-index', '--add', '--cacheinfo', `160000,${submodule.commit},vendor/lib`);
+    // Not wt.commit (`git add -A` would drop a gitlink whose folder is not checked out).
+    await wt.git('commit', '--quiet', '-m', 'add the lib submodule');
+    await wt.push();
+    return wt.git('rev-parse', 'HEAD');
+  }
+
+  it(
+    'runs the private repo with its submodule on local and ssh; every failing run fails alone, with its reason',
+    { timeout: 300_000 },
+    async () => {
+      const lib = await codeRepo(server, 'lib', { 'version.txt': 'lib-v1' });
+      const mono = await codeRepo(
+        server,
+        'mono',
+        { 'app.txt': 'app-v1' },
+        { url: '../lib.git', commit: lib },
+      );
+      const marker = join(tmp, 'pwned');
+      const evil = await codeRepo(
+        server,
+        'evil',
+        { 'app.txt': 'app-v1' },
+        // No space in it: refused for its scheme, not for the space.
+        { url: `ext::/usr/bin/touch%%20${marker}`, commit: lib },
+      );
+      const fileSub = await codeRepo(
+        server,
+        'filesub',
+        { 'app.txt': 'x' },
+        { url: `file://${server.root}/lib.git`, commit: lib },
+      );
+      await codeRepo(other, 'public', { 'app.txt': 'app-v1', 'vendor/lib/version.txt': 'lib-v1' });
+      expect([evil, fileSub].every(Boolean)).toBe(true);
+
+      const url = server.url('mono');
+      const runs: Record<string, string> = {
+        'cr-local': run('cr-local', 'local', `{repo: "${url}", ref: main}`),
+        'cr-path': run(
+          'cr-path',
+          'local',
+          `{repo: "${url}", path: vendor/lib}`,
+          'test "$(cat version.txt)" = lib-v1',
+        ),
+        'cr-public': run('cr-public', 'local', `{repo: "${other.url('public')}"}`),
+        'cr-wrong-token': run('cr-wrong-token', 'local', `{repo: "${url}", tokenSecret: WRONG_TOKEN}`),
+        'cr-no-secret': run('cr-no-secret', 'local', `{repo: "${url}", tokenSecret: NOT_SET_ANYWHERE}`),
+        'cr-ext-sub': run('cr-ext-sub', 'local', `{repo: "${server.url('evil')}"}`),
+        'cr-file-sub': run('cr-file-sub', 'local', `{repo: "${server.url('filesub')}"}`),
+        'cr-ext': run('cr-ext', 'local', `{repo: "ext::sh -c touch% ${marker}"}`),
+        'cr-file': run('cr-file', 'local', `{repo: "file://${server.root}/mono.git"}`),
+      };
+      if (sshd) runs['cr-ssh'] = run('cr-ssh', 'ssh-local', `{repo: "${url}", ref: main}`);
+      await server.createRepo('specs');
+      const specs = await makeWorkTree(
+        {
+          'backends/local.yaml': LOCAL_BACKEND,
+          ...(sshd ? { 'backends/ssh.yaml': sshBackendYaml(sshd, 'ssh-local', join(tmp, 'ssh-root')) } : {}),
+          'storage.yaml': FILE_STORAGE,
+          ...Object.fromEntries(Object.entries(runs).map(([n, y]) => [`runs/${n}.yaml`, y])),
+        },
+        server.url('specs'),
+        TOKEN,
+      );
+      trees.push(specs);
+      const before = other.authorizations.length;
+
+      c = await Controller.create({
+        repo: server.url('specs'),
+        token: TOKEN,
+        dataDir: join(tmp, 'data'),
+        pollIntervalMs: 200,
+        fetchIntervalMs: 200,
+        infra: { from: 'repo' },
+        secrets: { env: ['WRONG_TOKEN'] },
+        secretEnv: { ...process.env, WRONG_TOKEN: 'not-the-token' },
+      });
+      await c.init();
+      const st = (n: string): RunStatusDoc['status'] | undefined => c!.runStatus(n)?.status;
+      const ok = ['cr-local', 'cr-path', 'cr-public', ...(sshd ? ['cr-ssh'] : [])];
+      const stalled = ['cr-wrong-token', 'cr-no-secret', 'cr-ext-sub', 'cr-file-sub'];
+      const summary = () =>
+        Object.keys(runs).map((n) => `${n}: ${st(n)?.phase} ${st(n)?.reason} ${st(n)?.message}`);
+      await waitFor(
+        async () => {
+          await c!.pass();
+          return (
+            ok.every((n) => ['Succeeded', 'Failed'].includes(st(n)?.phase ?? '')) &&
+            stalled.every((n) => st(n)?.conditions.some((x) => x.type === 'Stalled' && x.status === 'True'))
+          );
+        },
+        {
+          what: 'the runs with good code to end, and the others to say why they cannot start',
+          timeoutMs: Number(process.env.CODE_REPO_WAIT_MS ?? 240_000),
+          everyMs: 200,
+          detail: summary,
+        },
+      );
+
+      for (const n of ok) {
+        expect(st(n)?.phase, `${n}: ${st(n)?.message}`).toBe('Succeeded');
+        expect(st(n)?.codeRepo, n).toBe(n === 'cr-public' ? other.url('public') : url);
+      }
+      expect(st('cr-local')?.codeCommit).toBe(mono);
+      expect(st('cr-local')?.attempts.at(-1)?.codeCommit).toBe(mono);
+
+      const why = (n: string) => st(n)?.conditions.find((x) => x.type === 'Stalled');
+      expect(why('cr-wrong-token')).toMatchObject({
+        reason: 'CodeFetchFailed',
+        message: expect.stringMatching(/refused the token.*code\.tokenSecret/),
+      });
+      expect(why('cr-no-secret')).toMatchObject({
+        reason: 'SecretMissing',
+        message: expect.stringMatching(/secret NOT_SET_ANYWHERE \(code.tokenSecret\) is not set/),
+      });
+      expect(why('cr-ext-sub')).toMatchObject({
+        reason: 'CodeRepoInvalid',
+        message: expect.stringMatching(
+          /submodule vendor\/lib of .*evil\.git: url "ext::.*": ext:\/\/ is not fetched/,
+        ),
+      });
+      expect(why('cr-file-sub')).toMatchObject({
+        reason: 'CodeRepoInvalid',
+        message: expect.stringMatching(/submodule vendor\/lib .*file:\/\/ is not fetched/),
+      });
+      for (const [n, scheme] of [
+        ['cr-ext', 'ext'],
+        ['cr-file', 'file'],
+      ] as const) {
+        const valid = st(n)?.conditions.find((x) => x.type === 'Valid');
+        expect(valid, n).toMatchObject({ status: 'False' });
+        expect(valid?.message).toMatch(new RegExp(`^runs/${n}\\.yaml:6:\\d+: .*code\\.repo.*${scheme}`));
+      }
+      expect(existsSync(marker), 'nothing of a hostile URL ran on the controller host').toBe(false);
+      // The token went to its own host only: the other server saw requests, none with a credential.
+      const seen = other.authorizations.slice(before);
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen.filter(Boolean)).toEqual([]);
+      expect(
+        server.authorizations.some((a) =>
+          a.includes(Buffer.from(`x-access-token:${TOKEN}`).toString('base64')),
+        ),
+      ).toBe(true);
+    },
+  );
+});
