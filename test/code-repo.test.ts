@@ -12,7 +12,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import pino from 'pino';
 import { Controller } from '../controller/controller.js';
+import { CodeRepos, type CodeRepoState } from '../controller/git/code-repos.js';
+import { git } from '../controller/git/native.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
@@ -223,4 +227,93 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
       ).toBe(true);
     },
   );
+});
+
+describe('code.repo bounds: what a hostile repository cannot make the controller do', () => {
+  let server: GitHttpServer;
+  let tmp: string;
+  const repos: CodeRepos[] = [];
+  beforeAll(async () => {
+    server = await startGitHttp({ token: TOKEN });
+    tmp = await mkdtemp(join(tmpdir(), 'adv-code-bounds-'));
+  });
+  afterAll(async () => {
+    for (const r of repos) await r.close();
+    await server?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  /** The state of `repo`'s code once it is no longer being fetched. */
+  async function settled(
+    limits: { maxFiles?: number; maxBytes?: number },
+    repo: string,
+  ): Promise<CodeRepoState> {
+    const url = server.url(repo);
+    const r = new CodeRepos({
+      dir: join(tmp, repo),
+      token: TOKEN,
+      tokenOrigins: [new URL(url).origin],
+      logger: pino({ level: 'silent' }),
+      now: Date.now,
+      ...limits,
+    });
+    repos.push(r);
+    return waitFor(
+      async () => {
+        const s = await r.state('r', { repo: url }, 'head-1');
+        return s.state === 'pending' ? undefined : s;
+      },
+      { what: `the code of ${repo} to be fetched or refused`, timeoutMs: 60_000, everyMs: 100 },
+    );
+  }
+
+  /** Points `main` of the server's repo `name` at a commit of `tree`, written there directly. */
+  async function commitTree(gitdir: string, tree: string): Promise<void> {
+    const env = {
+      GIT_AUTHOR_NAME: 't',
+      GIT_AUTHOR_EMAIL: 't@e',
+      GIT_COMMITTER_NAME: 't',
+      GIT_COMMITTER_EMAIL: 't@e',
+    };
+    const commit = (await git(['commit-tree', tree, '-m', 'c'], { gitdir, env })).toString().trim();
+    await git(['update-ref', 'refs/heads/main', commit], { gitdir });
+  }
+
+  it('refuses a tree that repeats one subtree ten billion times (a git bomb): over the file limit, unshipped', async () => {
+    const gitdir = await server.createRepo('bomb');
+    const blob = (await git(['hash-object', '-w', '--stdin'], { gitdir, input: 'x' })).toString().trim();
+    let entry = `100644 blob ${blob}`;
+    for (let level = 0; level < 10; level++) {
+      const lines = Array.from({ length: 10 }, (_, i) => `${entry}\tf${i}\n`).join('');
+      const tree = (await git(['mktree'], { gitdir, input: lines })).toString().trim();
+      entry = `040000 tree ${tree}`;
+    }
+    await commitTree(gitdir, entry.split(' ')[2]!);
+    expect(await settled({ maxFiles: 100_000 }, 'bomb')).toMatchObject({
+      state: 'failed',
+      reason: 'CodeRepoInvalid',
+      message: expect.stringMatching(/more than 100000 files: it is not shipped/),
+    });
+  });
+
+  it('stops a fetch that would write more than its byte limit', async () => {
+    const gitdir = await server.createRepo('big');
+    const blob = (await git(['hash-object', '-w', '--stdin'], { gitdir, input: randomBytes(3 << 20) }))
+      .toString()
+      .trim();
+    const tree = (await git(['mktree'], { gitdir, input: `100644 blob ${blob}\tbig.bin\n` }))
+      .toString()
+      .trim();
+    await commitTree(gitdir, tree);
+    expect(await settled({ maxBytes: 1 << 20 }, 'big')).toMatchObject({
+      state: 'failed',
+      reason: 'CodeRepoInvalid',
+      message: expect.stringMatching(/sends more than 1048576 bytes in one fetch/),
+    });
+  });
+
+  it('fetches the same repository within its limits', async () => {
+    const s = await settled({ maxBytes: 8 << 20 }, 'big');
+    expect(s).toMatchObject({ state: 'ready', repo: server.url('big') });
+  });
 });

@@ -527,8 +527,12 @@ function fetchError(url: string, r: RunResult, timeoutMs: number, maxBytes: numb
   const where = redact(url);
   if (/killed by SIGKILL/.test(r.stderr))
     return new CodeProblem('CodeFetchFailed', `fetching ${where} took longer than ${timeoutMs / 1000}s`);
-  if (/signal 25|file size limit|SIGXFSZ/i.test(r.stderr))
-    return new CodeProblem('CodeRepoInvalid', `${where} sends more than ${maxBytes} bytes in one fetch`);
+  // index-pack killed by SIGXFSZ says nothing itself: fetch-pack reports its output as invalid.
+  if (/signal 25|file size limit|SIGXFSZ|invalid index-pack output/i.test(r.stderr))
+    return new CodeProblem(
+      'CodeRepoInvalid',
+      `${where} sends more than ${maxBytes} bytes in one fetch (${said}): it is not fetched`,
+    );
   if (/\b(401|403)\b|authentication failed|could not read (username|password)/i.test(r.stderr))
     return new CodeProblem(
       'CodeFetchFailed',
