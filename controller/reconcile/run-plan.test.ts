@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backendInfoOf } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
+import type { CodeRepoState } from '../git/code-repos.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { RunStatusDoc } from '../status/types.js';
 import { recordSubmitted } from './results.js';
@@ -511,9 +512,7 @@ describe('stalled: a human must act', () => {
 describe('planRun: code from another repository (code.repo)', () => {
   const repo = 'https://git.example.com/lab/mono.git';
   const spec: RunSpec = { ...base, code: { repo, ref: 'main' } };
-  const withCode = (
-    state: NonNullable<PlanContext['codeRepos']> extends ReadonlyMap<string, infer S> ? S : never,
-  ) => ctx({ codeRepos: new Map([['r', state]]) });
+  const withCode = (state: CodeRepoState) => ctx({ codeRepos: new Map([['r', state]]) });
 
   it('waits while the code is fetched, and is looked at again', () => {
     const p = planRun(
