@@ -245,12 +245,12 @@ describe('code.repo bounds: what a hostile repository cannot make the controller
 
   /** The state of `repo`'s code once it is no longer being fetched. */
   async function settled(
-    limits: { maxFiles?: number; maxBytes?: number },
+    limits: { maxFiles?: number; maxBytes?: number; tokenOrigins?: string[] },
     repo: string,
   ): Promise<CodeRepoState> {
     const url = server.url(repo);
     const r = new CodeRepos({
-      dir: join(tmp, repo),
+      dir: join(tmp, `${repo}-${repos.length}`),
       token: TOKEN,
       tokenOrigins: [new URL(url).origin],
       logger: pino({ level: 'silent' }),
@@ -310,6 +310,16 @@ describe('code.repo bounds: what a hostile repository cannot make the controller
       reason: 'CodeRepoInvalid',
       message: expect.stringMatching(/sends more than 1048576 bytes in one fetch/),
     });
+  });
+
+  it("never sends the controller's token to an origin the operator did not list", async () => {
+    const before = server.authorizations.length;
+    expect(await settled({ tokenOrigins: ['https://git.example.com'] }, 'big')).toMatchObject({
+      state: 'failed',
+      reason: 'CodeFetchFailed',
+      message: expect.stringMatching(/refused the token/),
+    });
+    expect(server.authorizations.slice(before).filter(Boolean)).toEqual([]);
   });
 
   it('fetches the same repository within its limits', async () => {
