@@ -8,7 +8,7 @@
  * another host is fetched without the controller's token ever reaching that host.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,6 +69,21 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
+  const byName = new Map<string, WorkTree>();
+
+  /** Commits `rel` = `content` on top of repo `name`'s main and pushes it to `ref`; its id. */
+  async function pushTo(name: string, rel: string, content: string, ref: string): Promise<string> {
+    const wt = byName.get(name)!;
+    await wt.git('checkout', '--quiet', '--detach', 'main');
+    await wt.write(rel, content);
+    await wt.git('add', rel);
+    await wt.git('commit', '--quiet', '-m', `${rel} for ${ref}`);
+    await wt.git('push', '--quiet', 'origin', `HEAD:${ref}`);
+    const sha = await wt.git('rev-parse', 'HEAD');
+    await wt.git('checkout', '--quiet', 'main');
+    return sha;
+  }
+
   /** A repo on `on` with `files`, and (with `submodule`) a gitlink at vendor/lib and its .gitmodules. */
   async function codeRepo(
     on: GitHttpServer,
@@ -79,6 +94,7 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
     await on.createRepo(name);
     const wt = await makeWorkTree(files, on.url(name), on === server ? TOKEN : undefined);
     trees.push(wt);
+    byName.set(name, wt);
     if (!submodule) return wt.git('rev-parse', 'HEAD');
     await wt.write('.gitmodules', `[submodule "lib"]\n\tpath = vendor/lib\n\turl = ${submodule.url}\n`);
     await wt.git('add', '.gitmodules');
@@ -117,8 +133,16 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
       await codeRepo(other, 'public', { 'app.txt': 'app-v1', 'vendor/lib/version.txt': 'lib-v1' });
       expect([evil, fileSub].every(Boolean)).toBe(true);
 
+      // What adv submit pushes for a dirty work tree: a commit on no branch, under snapshots/.
+      const snap = await pushTo('mono', 'snap.txt', 'snap', 'refs/adventuretime/snapshots/cr-snap');
       const url = server.url('mono');
       const runs: Record<string, string> = {
+        'cr-snap': run(
+          'cr-snap',
+          'local',
+          `{repo: "${url}", ref: ${snap}}`,
+          `${CHECK} && test "$(cat snap.txt)" = snap`,
+        ),
         'cr-local': run('cr-local', 'local', `{repo: "${url}", ref: main}`),
         'cr-path': run(
           'cr-path',
@@ -161,7 +185,7 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
       });
       await c.init();
       const st = (n: string): RunStatusDoc['status'] | undefined => c!.runStatus(n)?.status;
-      const ok = ['cr-local', 'cr-path', 'cr-public', ...(sshd ? ['cr-ssh'] : [])];
+      const ok = ['cr-local', 'cr-path', 'cr-public', 'cr-snap', ...(sshd ? ['cr-ssh'] : [])];
       const stalled = ['cr-wrong-token', 'cr-no-secret', 'cr-ext-sub', 'cr-file-sub'];
       const summary = () =>
         Object.keys(runs).map((n) => `${n}: ${st(n)?.phase} ${st(n)?.reason} ${st(n)?.message}`);
@@ -186,6 +210,7 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
         expect(st(n)?.codeRepo, n).toBe(n === 'cr-public' ? other.url('public') : url);
       }
       expect(st('cr-local')?.codeCommit).toBe(mono);
+      expect(st('cr-snap')?.codeCommit).toBe(snap);
       expect(st('cr-local')?.attempts.at(-1)?.codeCommit).toBe(mono);
 
       const why = (n: string) => st(n)?.conditions.find((x) => x.type === 'Stalled');
@@ -225,6 +250,68 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
           a.includes(Buffer.from(`x-access-token:${TOKEN}`).toString('base64')),
         ),
       ).toBe(true);
+    },
+  );
+
+  it(
+    'pins the commit at the first attempt: a retry runs it after the branch moved on',
+    { timeout: 300_000 },
+    async () => {
+      const lib = await codeRepo(server, 'lib2', { 'version.txt': 'lib-v1' });
+      const v1 = await codeRepo(
+        server,
+        'mono2',
+        { 'app.txt': 'app-v1' },
+        { url: '../lib2.git', commit: lib },
+      );
+      const go = join(tmp, 'attempt-1-may-end');
+      const command = `if [ "$ADV_ATTEMPT" = 1 ]; then while [ ! -e ${go} ]; do sleep 0.1; done; exit 1; fi; ${CHECK}`;
+      await server.createRepo('specs2');
+      const specs = await makeWorkTree(
+        {
+          'backends/local.yaml': LOCAL_BACKEND,
+          'runs/cr-pin.yaml':
+            run('cr-pin', 'local', `{repo: "${server.url('mono2')}", ref: main}`, command) +
+            '  policy: {maxAttempts: 3, backoff: {initialSec: 0}}\n',
+        },
+        server.url('specs2'),
+        TOKEN,
+      );
+      trees.push(specs);
+      const pc = await Controller.create({
+        repo: server.url('specs2'),
+        token: TOKEN,
+        dataDir: join(tmp, 'data2'),
+        pollIntervalMs: 200,
+        fetchIntervalMs: 200,
+        infra: { from: 'repo' },
+      });
+      try {
+        await pc.init();
+        const st = () => pc.runStatus('cr-pin')?.status;
+        const step = (what: string, done: () => boolean | Promise<boolean>) =>
+          waitFor(
+            async () => {
+              await pc.pass();
+              return done();
+            },
+            { what, timeoutMs: 120_000, everyMs: 200, detail: () => st() },
+          );
+        await step('attempt 1 to run', () => st()?.attempts[0]?.phase === 'Running');
+        // main moves on, and so does the watched branch (a new head makes unpinned runs fetch again).
+        const v2 = await pushTo('mono2', 'app.txt', 'app-v2', 'refs/heads/main');
+        await specs.write('notes.md', 'moved\n');
+        const head = await specs.commit('a new head');
+        await specs.push();
+        await step('the controller to fetch the new head', async () => (await pc.repo.specHead()) === head);
+        await writeFile(go, '');
+        await step('the run to end', () => ['Succeeded', 'Failed'].includes(st()?.phase ?? ''));
+        expect(v2).not.toBe(v1);
+        expect(st()?.phase, st()?.message).toBe('Succeeded');
+        expect(st()?.attempts.map((a) => a.codeCommit)).toEqual([v1, v1]);
+      } finally {
+        await pc.stop();
+      }
     },
   );
 });
