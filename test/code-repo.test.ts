@@ -8,7 +8,9 @@
  * another host is fetched without the controller's token ever reaching that host.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { gunzipSync } from 'node:zlib';
+import { extract } from 'tar-stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +18,8 @@ import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { Controller } from '../controller/controller.js';
 import { CodeRepos, type CodeRepoState } from '../controller/git/code-repos.js';
-import { git } from '../controller/git/native.js';
+import { gitCodeExporter } from '../controller/backends/code.js';
+import { git, NativeGit } from '../controller/git/native.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
@@ -407,6 +410,64 @@ describe('code.repo bounds: what a hostile repository cannot make the controller
       message: expect.stringMatching(/refused the token/),
     });
     expect(server.authorizations.slice(before).filter(Boolean)).toEqual([]);
+  });
+
+  it('after a restart, ships a pinned commit with its submodule from the mirrors on disk alone', async () => {
+    const blob = async (gitdir: string, text: string) =>
+      (await git(['hash-object', '-w', '--stdin'], { gitdir, input: text })).toString().trim();
+    const tree = async (gitdir: string, lines: string[]) =>
+      (await git(['mktree', '--missing'], { gitdir, input: lines.map((l) => `${l}\n`).join('') }))
+        .toString()
+        .trim();
+    const libDir = await server.createRepo('lib3');
+    const libTree = await tree(libDir, [`100644 blob ${await blob(libDir, 'lib-v1')}\tversion.txt`]);
+    await commitTree(libDir, libTree);
+    const lib = (await git(['rev-parse', 'main'], { gitdir: libDir })).toString().trim();
+    const monoDir = await server.createRepo('mono3');
+    const modules = '[submodule "lib"]\n\tpath = vendor/lib\n\turl = ../lib3.git\n';
+    const vendor = await tree(monoDir, [`160000 commit ${lib}\tlib`]);
+    await commitTree(
+      monoDir,
+      await tree(monoDir, [
+        `100644 blob ${await blob(monoDir, modules)}\t.gitmodules`,
+        `100644 blob ${await blob(monoDir, 'app-v1')}\tapp.txt`,
+        `040000 tree ${vendor}\tvendor`,
+      ]),
+    );
+    const first = await settled({}, 'mono3');
+    expect(first).toMatchObject({ state: 'ready' });
+    const commit = (first as { commit: string }).commit;
+    const dir = join(tmp, `mono3-${repos.length - 1}`);
+    await repos.at(-1)!.close();
+
+    // A new controller on the same data dir; the specs repo knows nothing of the commit.
+    const again = new CodeRepos({ dir, logger: pino({ level: 'silent' }), now: Date.now });
+    repos.push(again);
+    const specsDir = join(tmp, 'specs-empty.git');
+    await git(['init', '--quiet', '--bare', specsDir]);
+    const specsGit = new NativeGit(specsDir);
+    const before = server.requests;
+    try {
+      const code = gitCodeExporter(specsGit, again);
+      const t = await code.treeOf(commit, undefined);
+      const names: string[] = [];
+      const ex = extract();
+      ex.on('entry', (h, stream, next) => {
+        names.push(h.name);
+        stream.resume();
+        next();
+      });
+      const done = new Promise<void>((r) => ex.on('finish', () => r()));
+      ex.end(gunzipSync(await code.payload(t)));
+      await done;
+      expect(names.sort()).toEqual(['.gitmodules', 'app.txt', 'vendor/lib/version.txt']);
+      const dest = await mkdtemp(join(tmp, 'extract-'));
+      await code.extractTo(commit, 'vendor', dest);
+      expect(await readFile(join(dest, 'lib', 'version.txt'), 'utf8')).toBe('lib-v1');
+      expect(server.requests, 'nothing was fetched').toBe(before);
+    } finally {
+      await specsGit.close();
+    }
   });
 
   it('fetches the same repository within its limits', async () => {
