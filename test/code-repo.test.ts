@@ -16,12 +16,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
+import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { CodeRepos, type CodeRepoState } from '../controller/git/code-repos.js';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { git, NativeGit } from '../controller/git/native.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
+import { captureIo } from './helpers/io.js';
 import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
@@ -214,6 +216,11 @@ describe('code.repo over smart HTTP with a token, submodules included', () => {
       }
       expect(st('cr-local')?.codeCommit).toBe(mono);
       expect(st('cr-snap')?.codeCommit).toBe(snap);
+      const io = captureIo({ ...process.env, ADV_GIT_TOKEN: TOKEN, XDG_CACHE_HOME: join(tmp, 'cache') }, tmp);
+      expect(await runCli(['describe', 'run', 'cr-local', '--repo', server.url('specs')], io), io.err()).toBe(
+        0,
+      );
+      expect(io.out()).toContain(`Code:         ${mono.slice(0, 12)} of ${url}`);
       expect(st('cr-local')?.attempts.at(-1)?.codeCommit).toBe(mono);
 
       const why = (n: string) => st(n)?.conditions.find((x) => x.type === 'Stalled');
