@@ -251,8 +251,7 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
 function codeRepoRules(c: Collector, spec: RunSpec, base: Path): void {
   const { repo, tokenSecret } = spec.code ?? {};
   const problem = repo !== undefined ? codeRepoUrlProblem(repo) : undefined;
-  if (problem)
-    c.error('CodeRepoInvalid', [...base, 'code', 'repo'], `code.repo: ${problem.message}`, problem.hint);
+  if (problem) c.error('CodeRepoInvalid', [...base, 'code', 'repo'], problem.message, problem.hint);
   if (tokenSecret !== undefined && repo === undefined)
     c.error(
       'TokenWithoutRepo',
