@@ -31,6 +31,7 @@ import type { SecretSource } from '../secrets.js';
 import { codeRepoUrlProblem, normalizeRepoUrl, originOf, submoduleUrl } from './code-repo-url.js';
 import { isUnreachable, NativeGit, redact, runGit, type RunResult } from './native.js';
 import type { GitPort, TreeEntry } from './port.js';
+import { credentialEnv } from './specs-repo.js';
 
 /** What a run asks for: `spec.code` with a repo. */
 export interface CodeSource {
@@ -245,15 +246,10 @@ export class CodeRepos {
     return allowed ? { name: 'ADV_GIT_TOKEN', value: this.o.token! } : { name: '' };
   }
 
-  /** The token as git sends it: an extra header scoped to the origin that token belongs to. */
+  /** The token as git sends it (`credentialEnv`'s header), scoped to the origin it belongs to. */
   private static tokenEnv(origin: string, url: string, token: string | undefined): NodeJS.ProcessEnv {
     if (!token || originOf(url) !== origin) return {};
-    const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
-    return {
-      GIT_CONFIG_COUNT: '1',
-      GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
-      GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
-    };
+    return { ...credentialEnv(token), GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader` };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -269,15 +265,32 @@ export class CodeRepos {
     const job = this.fetches.get(k) ?? {};
     this.fetches.set(k, job);
     if (job.done === head) return undefined;
-    if (job.running) return { state: 'pending', message: `fetching ${redact(url)}` };
+    return this.jobState(job, url, head, `fetching ${redact(url)}`, async () => {
+      await this.limit(() => this.fetch(url, token.value, originOf(url)));
+      this.forgetRefs(url);
+      return head;
+    });
+  }
+
+  /**
+   * A background job that is not done: pending while it runs; its failure until the retry is due
+   * (or the spec head moved on); else `work` starts now. `work`'s result is what `done` keeps.
+   */
+  private jobState(
+    job: Job,
+    url: string,
+    head: string,
+    what: string,
+    work: () => Promise<string>,
+  ): CodeRepoState {
+    if (job.running) return { state: 'pending', message: what };
     const f = job.failure;
     if (f && f.head === head && this.o.now() < f.retryAt)
       return { state: 'failed', reason: f.reason, message: f.message, retryInMs: f.retryAt - this.o.now() };
-    job.running = this.limit(() => this.fetch(url, token.value, originOf(url)))
-      .then(() => {
-        job.done = head;
+    job.running = work()
+      .then((done) => {
+        job.done = done;
         delete job.failure;
-        this.forgetRefs(url);
       })
       .catch((e: unknown) => {
         job.failure = failureOf(e, head, job.failure, this.o.now());
@@ -287,7 +300,7 @@ export class CodeRepos {
         delete job.running;
         this.changed(url);
       });
-    return { state: 'pending', message: `fetching ${redact(url)}` };
+    return { state: 'pending', message: what };
   }
 
   /** One fetch of `url` into its mirror; throws CodeProblem or AdvError with git's words. */
@@ -380,25 +393,11 @@ export class CodeRepos {
       return { state: 'ready', commit, repo: url };
     }
     const what = `fetching the submodules of ${commit.slice(0, 12)} of ${redact(url)}`;
-    if (job.running) return { state: 'pending', message: what };
-    const f = job.failure;
-    if (f && f.head === head && this.o.now() < f.retryAt)
-      return { state: 'failed', reason: f.reason, message: f.message, retryInMs: f.retryAt - this.o.now() };
-    job.running = this.prepare(url, commit, token.value)
-      .then((tree) => {
-        job.done = tree;
-        delete job.failure;
-        this.holders.set(commit, url);
-      })
-      .catch((e: unknown) => {
-        job.failure = failureOf(e, head, job.failure, this.o.now());
-        this.o.logger.warn({ repo: redact(url), err: job.failure?.message }, 'code repo: not ready');
-      })
-      .finally(() => {
-        delete job.running;
-        this.changed(url);
-      });
-    return { state: 'pending', message: what };
+    return this.jobState(job, url, head, what, async () => {
+      const tree = await this.prepare(url, commit, token.value);
+      this.holders.set(commit, url);
+      return tree;
+    });
   }
 
   /**
