@@ -115,7 +115,7 @@ export class Controller {
     });
     this.gate = new VerifiedHead(repo, this.sync, { ...opts, logger, now });
     const ssh = opts.sshTransport ?? defaultSshTransport;
-    const onChange = (runs: readonly string[]) => runs.forEach((n) => this.queue.add(runKey(n)));
+    const onChange = (run: string) => this.queue.add(runKey(run));
     this.codeRepos = codeReposFor({ ...opts, secrets, logger, now, onChange });
     const code = gitCodeExporter(repo.git, this.codeRepos);
     const shared = { dataDir: opts.dataDir, logger, now, code, secrets, ssh };

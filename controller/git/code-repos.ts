@@ -66,8 +66,8 @@ export interface CodeReposOptions {
   maxBytes?: number;
   /** The most files a shipped tree may hold. Default 200,000. */
   maxFiles?: number;
-  /** Called with the runs whose code moved on (fetched, failed): look at them again. */
-  onChange?: (runs: readonly string[]) => void;
+  /** Called for each run whose code moved on (fetched, failed): look at it again. */
+  onChange?: (run: string) => void;
 }
 
 /** A submodule's commit is in no mirror yet: fetch `url`, then try again. */
@@ -508,7 +508,7 @@ export class CodeRepos {
 
   private changed(url: string): void {
     const runs = this.interest.get(url);
-    if (runs?.size && !this.abort.signal.aborted) this.o.onChange?.([...runs]);
+    if (!this.abort.signal.aborted) for (const run of runs ?? []) this.o.onChange?.(run);
   }
 }
 
@@ -698,7 +698,7 @@ export function codeReposFor(o: {
   secrets: SecretSource;
   logger: Logger;
   now: () => number;
-  onChange: (runs: readonly string[]) => void;
+  onChange: (run: string) => void;
 }): CodeRepos {
   const specsOrigin = /^https?:\/\//.test(o.repo) ? [originOf(o.repo)] : [];
   const { tokenOrigins = [], ...limits } = o.codeRepos ?? {};
