@@ -17,6 +17,7 @@ import { resolve } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { defaultSshTransport, gitCodeExporter } from './backends/code.js';
 import { BACKENDS } from './backends/registry.js';
+import { codeReposFor, type CodeRepos } from './git/code-repos.js';
 import { SpecsRepo } from './git/specs-repo.js';
 import { BackendAdapters, contextsOf } from './loop/adapters.js';
 import { AdapterPorts } from './loop/ports.js';
@@ -82,6 +83,7 @@ export class Controller {
   private busy: Promise<void> = Promise.resolve();
   /** Whether this controller may write the status branch (the lease), or stands by. */
   private readonly leadership: Leadership;
+  private readonly codeRepos: CodeRepos;
 
   private constructor(
     readonly repo: SpecsRepo,
@@ -113,7 +115,10 @@ export class Controller {
     });
     this.gate = new VerifiedHead(repo, this.sync, { ...opts, logger, now });
     const ssh = opts.sshTransport ?? defaultSshTransport;
-    const shared = { dataDir: opts.dataDir, logger, now, code: gitCodeExporter(repo.git), secrets, ssh };
+    const onChange = (run: string) => this.queue.add(runKey(run));
+    this.codeRepos = codeReposFor({ ...opts, secrets, logger, now, onChange });
+    const code = gitCodeExporter(repo.git, this.codeRepos);
+    const shared = { dataDir: opts.dataDir, logger, now, code, secrets, ssh };
     const reqFor = (b: string, job: string) => this.inputs.requestForJob(b, job, this.status, this.desired);
     const contexts = contextsOf({ ...shared, ...this.ports.lent(() => this.inputs.objects) }, reqFor);
     this.adapters = new BackendAdapters(descriptors, contexts, logger);
@@ -139,6 +144,7 @@ export class Controller {
     });
     this.scopes = new PassScopes({
       ...{ desired: this.desired, status: this.status, git: repo.git, remote: repo.mode === 'remote' },
+      codeRepos: this.codeRepos,
       backends: () => this.backendView.infos(liveAttempts(this.status)),
       ...{
         inputs: this.inputs,
@@ -343,6 +349,7 @@ export class Controller {
       if (this.controllerId) await Promise.all([this.sync.saveCache(), this.desired.saveCache()]);
       await this.leadership.stop();
       await this.adapters.close();
+      await this.codeRepos.close();
       await this.repo.close();
       this.lock.release();
     })();

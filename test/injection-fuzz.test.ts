@@ -22,7 +22,7 @@
  *   Backend `cluster`, `capabilities.gpuTypes`, partition `gpuType`/`maxTime`, `paths.log`,
  *   labels: no shell, path or remote sink.
  * - Run `code.ref` → `git rev-parse --verify --quiet <ref>^{commit}` (argv, controller): EXECUTED
- *   below; `code.path` → git tree walk by segment, `git archive <commit>:<path>`; `code.repo` refused.
+ *   below; `code.path` → git tree walk by segment, `git archive <commit>:<path>`; `code.repo` → `git fetch` of an http(s) URL (argv).
  * - Backend `sbatchDefaults.*` → `#SBATCH --<k>=<v>` lines (unquoted): patterns; `constraint` and the
  *   slurm `paths.root/work` (`#SBATCH --output=<dir>/slurm-%j.out`) by SbatchUnsafeValue; `extra` →
  *   one `#SBATCH` line each (admin-chosen sbatch flags by design); `gresMapping` → `--gres`.

@@ -46,6 +46,7 @@ interface Opts {
   secretsFile?: string;
   secretsDir?: string;
   secretsEnv?: string;
+  gitTokenOrigin?: string[];
 }
 
 /**
@@ -173,6 +174,10 @@ export function registerController(program: Command, io: Io): void {
     )
     .option('--secrets-dir <dir>', 'then a directory with one file per secret (a mounted Kubernetes Secret)')
     .option(
+      '--git-token-origin <url...>',
+      "https://host[:port] (besides the specs repo's) that ADV_GIT_TOKEN may be sent to, to fetch a run's code.repo there",
+    )
+    .option(
       '--secrets-env <names>',
       "then these names (comma-separated) from the controller's own environment; default $ADV_SECRETS_ENV",
     )
@@ -237,6 +242,7 @@ adds the names a git host or a proxy uses.`,
         leaseDurationMs: parseDuration(opts.leaseDuration),
         logger,
         processMetrics: true,
+        ...(opts.gitTokenOrigin ? { codeRepos: { tokenOrigins: tokenOrigins(opts.gitTokenOrigin) } } : {}),
         secrets: {
           file: opts.secretsFile,
           dir: opts.secretsDir,
@@ -293,4 +299,16 @@ adds the names a git host or a proxy uses.`,
       process.once('SIGTERM', () => void stop());
       await controller.run();
     });
+}
+
+/** `--git-token-origin` values: each an http(s) URL, of which its scheme, host and port count. */
+function tokenOrigins(values: readonly string[]): string[] {
+  return values.map((v) => {
+    const u = URL.canParse(v) ? new URL(v) : undefined;
+    if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:'))
+      throw new AdvError(ErrorCode.UsageError, `--git-token-origin ${v} is not an http(s) URL`, {
+        hint: 'write the scheme and host the token belongs to, e.g. https://git.example.com',
+      });
+    return u.origin;
+  });
 }

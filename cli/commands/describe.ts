@@ -69,7 +69,10 @@ export function registerDescribe(program: Command, io: Io): void {
           out.push(
             safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
           );
-          if (st.codeCommit) out.push(safe`Code:         ${st.codeCommit.slice(0, 12)}`);
+          if (st.codeCommit)
+            out.push(
+              safe`Code:         ${st.codeCommit.slice(0, 12)}${st.codeRepo ? ` of ${st.codeRepo}` : ''}`,
+            );
           if (st.nextAttemptAfter) out.push(safe`Next attempt: not before ${st.nextAttemptAfter}`);
           if (st.checkpoint)
             out.push(

@@ -10,15 +10,43 @@ import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { runGit } from '../git/native.js';
 import { toolEnv } from '../internal/child-env.js';
+import type { CodeRepos } from '../git/code-repos.js';
 import type { GitPort } from '../git/port.js';
 import type { CodeExporter } from './types.js';
 
-/** The `CodeExporter` over a git port: trees and payloads through the port, extraction by `git archive`. */
-export function gitCodeExporter(git: GitPort): CodeExporter {
+/**
+ * The `CodeExporter` over a git port: trees and payloads through the port, extraction by `git
+ * archive`. With `repos`, a commit of a code repository (`code.repo`) ships as its flat tree
+ * (submodules in place, `git/code-repos.ts`): the planner prepared it before the attempt was
+ * made; after a restart it is flattened again from the mirrors on disk. A commit of the specs
+ * repo ships as before (its own gitlinks are not followed). `payload` takes a tree `treeOf` gave.
+ */
+export function gitCodeExporter(git: GitPort, repos?: CodeRepos): CodeExporter {
+  const flatOf = async (commit: string): Promise<string | undefined> => {
+    if (!repos) return undefined;
+    const known = repos.preparedTree(commit);
+    if (known || (await git.resolveRef(commit))) return known;
+    return repos.flatTreeOf(commit);
+  };
+  const flatSubtree = (repos: CodeRepos, flat: string, commit: string, path?: string) =>
+    repos.withFlat(async (port) => {
+      const tree = await subtree(port, flat, commit, path);
+      repos.noteFlatTree(tree);
+      return tree;
+    });
   return {
-    treeOf: (commit, path) => codeTree(git, commit, path),
-    payload: (tree) => buildPayload(git, tree),
-    extractTo: (commit, path, dest) => extractTree(git.gitdir, commit, path, dest),
+    treeOf: async (commit, path) => {
+      const flat = await flatOf(commit);
+      return flat ? flatSubtree(repos!, flat, commit, path) : codeTree(git, commit, path);
+    },
+    payload: (tree) =>
+      repos?.isFlatTree(tree) ? repos.withFlat((port) => buildPayload(port, tree)) : buildPayload(git, tree),
+    extractTo: async (commit, path, dest) => {
+      const flat = await flatOf(commit);
+      if (!flat) return extractTree(git.gitdir, path ? `${commit}:${path}` : commit, dest);
+      const tree = await flatSubtree(repos!, flat, commit, path);
+      return repos!.withFlat((_, gitdir) => extractTree(gitdir, tree, dest));
+    },
   };
 }
 
@@ -31,7 +59,7 @@ async function walk(git: GitPort, tree: string, prefix = ''): Promise<[string, s
   for (const e of entries) {
     if (e.type === 'tree') out.push(...(await walk(git, e.oid, `${prefix}${e.path}/`)));
     else if (e.type === 'blob') out.push([`${prefix}${e.path}`, e.mode, e.oid]);
-    // submodules (commit entries) are not shipped
+    // gitlinks of the specs repo are not shipped (a code repo's are flattened into trees first)
   }
   return out;
 }
@@ -58,7 +86,12 @@ export async function buildPayload(git: GitPort, tree: string): Promise<Buffer> 
 
 /** The tree to ship: the commit's, or the subtree at `path`. */
 export async function codeTree(git: GitPort, commit: string, path?: string): Promise<string> {
-  let tree = (await git.readCommit(commit)).tree;
+  return subtree(git, (await git.readCommit(commit)).tree, commit, path);
+}
+
+/** The subtree of `root` at `path` (`commit` names it in the message when that is no folder). */
+async function subtree(git: GitPort, root: string, commit: string, path?: string): Promise<string> {
+  let tree = root;
   for (const part of (path ?? '').split('/').filter(Boolean)) {
     const e = (await git.readTree(tree)).find((x) => x.path === part && x.type === 'tree');
     if (!e) throw new Error(`code.path ${path} is not a folder at ${commit.slice(0, 12)}`);
@@ -67,14 +100,8 @@ export async function codeTree(git: GitPort, commit: string, path?: string): Pro
   return tree;
 }
 
-/** Extracts `commit[:path]` of the repo at `gitdir` into `dest` with `git archive | tar`. */
-async function extractTree(
-  gitdir: string,
-  commit: string,
-  path: string | undefined,
-  dest: string,
-): Promise<void> {
-  const treeish = path ? `${commit}:${path}` : commit;
+/** Extracts `treeish` (`commit[:path]`, a tree) of the repo at `gitdir` into `dest` with `git archive | tar`. */
+async function extractTree(gitdir: string, treeish: string, dest: string): Promise<void> {
   const archive = await runGit(['archive', '--format=tar', treeish], { gitdir });
   if (archive.code !== 0) throw new Error(`cannot export code ${treeish}: ${archive.stderr.trim()}`);
   await new Promise<void>((resolve, reject) => {

@@ -32,6 +32,13 @@ export function runGit(
     input?: Uint8Array | string;
     env?: NodeJS.ProcessEnv;
     timeoutMs?: number;
+    /**
+     * The most bytes git (and what it starts: index-pack) may write to any one file, enforced by
+     * the kernel (`prlimit --fsize`, SIGXFSZ past it): a bound on what a fetch brings.
+     */
+    maxFileBytes?: number;
+    /** Aborting kills git (a controller that stops leaves no fetch behind). */
+    signal?: AbortSignal;
   } = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
@@ -43,7 +50,15 @@ export function runGit(
       ...opts.env,
     };
     if (opts.gitdir) env.GIT_DIR = opts.gitdir;
-    const child = spawn('git', args as string[], { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const [cmd, argv] = opts.maxFileBytes
+      ? ['prlimit', [`--fsize=${opts.maxFileBytes}`, 'git', ...args]]
+      : ['git', args as string[]];
+    const child = spawn(cmd, argv, {
+      cwd: opts.cwd,
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(opts.signal ? { signal: opts.signal, killSignal: 'SIGKILL' as const } : {}),
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timer: NodeJS.Timeout | undefined;
@@ -52,9 +67,10 @@ export function runGit(
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => {
       if (timer) clearTimeout(timer);
+      if (e.name === 'AbortError') return; // 'close' reports it
       reject(
-        new AdvError(ErrorCode.GitError, `cannot run git: ${e.message}`, {
-          hint: 'install git (apt-get install git)',
+        new AdvError(ErrorCode.GitError, `cannot run ${cmd}: ${e.message}`, {
+          hint: `install ${cmd === 'git' ? 'git (apt-get install git)' : 'prlimit (apt-get install util-linux)'}`,
         }),
       );
     });

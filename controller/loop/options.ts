@@ -1,6 +1,7 @@
 /** How a controller is set up, and what one pass reports. */
 import type { Logger } from 'pino';
 import type { BackendDescriptor, SshTransportFactory } from '../backends/types.js';
+import type { CodeRepoSettings } from '../git/code-repos.js';
 import type { Identity } from '../git/port.js';
 import type { SecretSourcesOptions } from '../secrets.js';
 import type { SpecsRepoOptions } from '../git/specs-repo.js';
@@ -52,6 +53,8 @@ export interface ControllerOptions extends Omit<SpecsRepoOptions, 'dataDir'> {
    * local one; a shared one must say.
    */
   infra?: InfraOption;
+  /** Code from other repositories (`code.repo`): where the token may go, and the bounds. */
+  codeRepos?: CodeRepoSettings;
 }
 
 /** Who status commits are by, unless `identity` says otherwise. */

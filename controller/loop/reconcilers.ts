@@ -8,7 +8,7 @@ import type { ObjectStore } from '../../runtime/store/index.js';
 import { readOutputManifest } from '../../runtime/artifacts.js';
 import { EndClass } from '../reconcile/classify.js';
 import { DagPlanCaches, planDag, type DagPlanContext } from '../reconcile/dag-plan.js';
-import { resolveCodeRefs } from '../reconcile/desired.js';
+import { resolveCodeRefs, resolveCodeRepos, type CodeRepoStates } from '../reconcile/desired.js';
 import type { GitPort } from '../git/port.js';
 import {
   isLiveAttempt,
@@ -25,8 +25,10 @@ import {
   TERMINAL_PHASES,
   type Attempt,
   type DagStatusDoc,
+  type RunStatus,
   type RunStatusDoc,
 } from '../status/types.js';
+import type { RunSpec } from '../spec/schema.js';
 import type { DesiredState } from './desired-state.js';
 import { dagKey, runKey, splitKey } from './desired-state.js';
 import type { Observation } from './observer.js';
@@ -62,6 +64,8 @@ export interface ScopeSources {
   git: GitPort;
   /** The specs repo is a clone of a remote one (code refs resolve against its remote branches). */
   remote: boolean;
+  /** Code from other repositories (`code.repo`), fetched in the background. */
+  codeRepos?: CodeRepoStates;
   /** What the solver knows of each backend now. */
   backends(): BackendInfo[];
   inputs: {
@@ -84,6 +88,13 @@ export class PassScopes {
 
   constructor(private readonly s: ScopeSources) {}
 
+  /** The desired runs with their status, for `resolveCodeRepos`. */
+  private *codeRepoRuns(): Iterable<{ name: string; spec: RunSpec; status?: RunStatus | undefined }> {
+    for (const [name, r] of this.s.desired.runs)
+      if (r.spec.code?.repo)
+        yield { name, spec: r.spec, status: this.s.status.get<RunStatusDoc>('Run', name)?.status };
+  }
+
   async next(observation: Observation): Promise<PassScope> {
     const { s } = this;
     const specs = [...s.desired.runs.values()].map((r) => r.spec);
@@ -92,6 +103,9 @@ export class PassScopes {
       specCommit: s.desired.head!,
       backends: s.backends(),
       codeRefs: await resolveCodeRefs(s.git, specs, s.remote),
+      ...(s.codeRepos
+        ? { codeRepos: await resolveCodeRepos(s.codeRepos, this.codeRepoRuns(), s.desired.head!) }
+        : {}),
       controllerId: s.controllerId(),
       missingSecrets: (names) => s.inputs.missingSecrets(names),
     };

@@ -1,12 +1,15 @@
 /**
  * From loaded spec objects to what the planners take: the same for the controller and `adv plan`.
  */
+import type { CodeRepoState, CodeRepos } from '../git/code-repos.js';
 import type { GitPort } from '../git/port.js';
+import { TERMINAL_PHASES } from '../status/phases.js';
+import type { RunStatus } from '../status/types.js';
 import type { InvalidDocument, LoadedObject } from '../spec/loader.js';
 import { resolvedRef, type EnvironmentIndex } from '../spec/environments.js';
 import type { Dag, Run, RunSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
-import { generationOf, type DesiredRun, type InvalidRun } from './run-plan.js';
+import { generationOf, isLiveAttempt, type DesiredRun, type InvalidRun } from './run-plan.js';
 
 /**
  * A Run as the planners see it. Its `environment` is resolved against `environments` and written
@@ -60,8 +63,9 @@ export function invalidObject(d: InvalidDocument & { name: string }): InvalidRun
 }
 
 /**
- * `code.ref` → commit for the runs that name one: the remote-tracking branch first in a clone of a
- * remote repo (else the local branch), then whatever git makes of the name (a tag, a commit).
+ * `code.ref` → commit for the runs that name one in the specs repo (not `code.repo`: see
+ * `resolveCodeRepos`): the remote-tracking branch first in a clone of a remote repo (else the
+ * local branch), then whatever git makes of the name (a tag, a commit).
  * A ref that resolves to nothing is left out: the Run planner says so in the run's status.
  */
 export async function resolveCodeRefs(
@@ -70,13 +74,35 @@ export async function resolveCodeRefs(
   remote: boolean,
 ): Promise<Map<string, string>> {
   const refs = new Set<string>();
-  for (const s of specs) if (s.code?.ref) refs.add(s.code.ref);
+  for (const s of specs) if (s.code?.ref && !s.code.repo) refs.add(s.code.ref);
   const out = new Map<string, string>();
   for (const ref of refs) {
     const oid =
       (await git.resolveRef(remote ? `refs/remotes/origin/${ref}` : `refs/heads/${ref}`)) ??
       (await git.resolveRef(ref));
     if (oid) out.set(ref, oid);
+  }
+  return out;
+}
+
+/** What `resolveCodeRepos` asks of the code repositories (`git/code-repos.ts`). */
+export type CodeRepoStates = Pick<CodeRepos, 'state'>;
+
+/**
+ * Run name → where its code from another repository stands, for the runs with `code.repo` that
+ * may start an attempt now (no status yet, or no live attempt and not ended); `pinned`: the
+ * commit their first attempt took. Never waits on the network: fetches run in the background.
+ */
+export async function resolveCodeRepos(
+  repos: CodeRepoStates,
+  runs: Iterable<{ name: string; spec: RunSpec; status?: RunStatus | undefined }>,
+  head: string,
+): Promise<Map<string, CodeRepoState>> {
+  const out = new Map<string, CodeRepoState>();
+  for (const { name, spec, status } of runs) {
+    if (!spec.code?.repo) continue;
+    if (status && (TERMINAL_PHASES.has(status.phase) || isLiveAttempt(status.attempts.at(-1)))) continue;
+    out.set(name, await repos.state(name, { ...spec.code, repo: spec.code.repo }, head, status?.codeCommit));
   }
   return out;
 }

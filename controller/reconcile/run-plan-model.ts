@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ObservedJob } from '../backends/types.js';
+import type { CodeRepoState } from '../git/code-repos.js';
 import type { RunSpec } from '../spec/schema.js';
 import { LIVE_ATTEMPT_PHASES } from '../status/phases.js';
 import {
@@ -53,6 +54,11 @@ export interface PlanContext {
   backends: readonly BackendInfo[];
   /** `code.ref` → commit, resolved by the caller; a missing entry means the ref does not exist. */
   codeRefs: ReadonlyMap<string, string>;
+  /**
+   * Run name → where its code from another repository (`code.repo`) stands, found by the caller
+   * (`resolveCodeRepos`). A run with `code.repo` and no entry waits for its code.
+   */
+  codeRepos?: ReadonlyMap<string, CodeRepoState>;
   /** This controller's id: it completes only its own write-ahead records, unless they are stale. */
   controllerId?: string;
   /**

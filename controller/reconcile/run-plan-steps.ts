@@ -6,6 +6,7 @@
  */
 import jsonpatch, { type Operation } from 'fast-json-patch';
 import { jobNameFor, type ObservedJob } from '../backends/types.js';
+import type { CodeRepoState } from '../git/code-repos.js';
 import type { RunSpec } from '../spec/schema.js';
 import { SCHEDULING_PHASES, TERMINAL_PHASES } from '../status/phases.js';
 import {
@@ -265,6 +266,7 @@ function restartOnSpecChange(w: RunWork, immutable: Operation[]): void {
     'the spec changed; a new attempt starts from the last checkpoint',
   );
   delete st.codeCommit;
+  delete st.codeRepo;
   if (isLiveAttempt(live)) {
     w.actions.push(cancelAction(w.name, live));
     markCancelled(live, Reason.RestartOnSpecChange, w.now);
@@ -441,22 +443,60 @@ export const schedule: RunStep = (w) => {
   const st = w.doc.status;
   if (isLiveAttempt(st.attempts.at(-1)) || !SCHEDULING_PHASES.has(st.phase)) return undefined;
   if (outOfTotalTime(w) || inBackoff(w) || heldStall(w)) return STOP;
-  const codeRef = w.spec.code?.ref;
-  const codeCommit = st.codeCommit ?? (codeRef ? w.ctx.codeRefs.get(codeRef) : w.ctx.specCommit);
-  if (!codeCommit)
-    return stall(
-      w,
-      Reason.CodeRefNotFound,
-      `code.ref "${codeRef}" does not name a branch, tag or commit of the repository`,
-    );
+  const codeCommit = codeCommitOf(w);
+  if (typeof codeCommit !== 'object') return codeCommit;
   const missing = missingSecrets(w);
   if (missing) return stall(w, Reason.SecretMissing, missing);
   clearStalled(st);
   const choice = solve(w.spec, w.ctx.backends, st.attempts, w.ctx.now);
-  if (choice.backend) createAttempt(w, choice.backend, choice.why, codeCommit);
+  if (choice.backend) createAttempt(w, choice.backend, choice.why, codeCommit.commit);
   else waitForBackend(w, choice);
   return STOP;
 };
+
+/**
+ * The commit the next attempt runs: the pinned one, else `code.ref` resolved in the specs repo,
+ * or, for `code.repo`, what the caller found there. Code still being fetched waits (the fetch
+ * names the run when it ends); what a person must fix stalls the run.
+ */
+function codeCommitOf(w: RunWork): { commit: string } | StepResult {
+  const st = w.doc.status;
+  if (w.spec.code?.repo) return codeRepoCommit(w, w.ctx.codeRepos?.get(w.name));
+  const codeRef = w.spec.code?.ref;
+  const commit = st.codeCommit ?? (codeRef ? w.ctx.codeRefs.get(codeRef) : w.ctx.specCommit);
+  if (commit) return { commit };
+  return stall(
+    w,
+    Reason.CodeRefNotFound,
+    `code.ref "${codeRef}" does not name a branch, tag or commit of the repository`,
+  );
+}
+
+const CODE_REPO_FIX: Record<string, string> = {
+  SecretMissing: 'set it where the controller reads secrets, then adv reconcile run',
+  CodeRefNotFound: 'push that branch or tag to the repository, or fix code.ref',
+  CodeFetchFailed: 'fix what the message says; the controller tries again on its own',
+  CodeRepoInvalid: 'fix the repository or code.repo',
+};
+
+function codeRepoCommit(w: RunWork, s: CodeRepoState | undefined): { commit: string } | StepResult {
+  if (s?.state === 'ready') return { commit: s.commit };
+  if (s?.state === 'failed') {
+    const fix = CODE_REPO_FIX[s.reason] ?? 'fix code.repo';
+    const r = stall(w, s.reason, `${s.message} (fix: ${fix}${fix.endsWith('run') ? ` ${w.name}` : ''})`);
+    if (s.retryInMs !== undefined) w.requeueAfterMs = s.retryInMs;
+    return r;
+  }
+  const message = s?.message ?? `waiting for the code of ${w.spec.code?.repo}`;
+  setPhase(w.doc, Phase.Pending, Reason.FetchingCode, message);
+  w.doc.status.conditions = setCondition(
+    w.doc.status.conditions,
+    { type: ConditionType.Scheduled, status: 'False', reason: Reason.FetchingCode, message },
+    w.now,
+  );
+  w.requeueAfterMs = 5_000;
+  return STOP;
+}
 
 /**
  * A submission the operating system refused for this very spec (arguments too large, a NUL byte),
@@ -557,6 +597,9 @@ function waitForBackend(w: RunWork, choice: Decision): void {
 function createAttempt(w: RunWork, backend: string, why: string, codeCommit: string): void {
   const st = w.doc.status;
   st.codeCommit = codeCommit;
+  const code = w.ctx.codeRepos?.get(w.name);
+  if (w.spec.code?.repo && code?.state === 'ready') st.codeRepo = code.repo;
+  else delete st.codeRepo;
   const n = (st.attempts.at(-1)?.n ?? 0) + 1;
   const attempt: Attempt = {
     n,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backendInfoOf } from '../backends/registry.js';
 import type { ObservedJob } from '../backends/types.js';
+import type { CodeRepoState } from '../git/code-repos.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { RunStatusDoc } from '../status/types.js';
 import { recordSubmitted } from './results.js';
@@ -505,5 +506,58 @@ describe('stalled: a human must act', () => {
     const fixed = planRun({ name: 'r', desired: desired(row.spec), current: p.doc! }, row.fixed);
     expect(fixed.actions.map((a) => a.type)).toEqual(['submit']);
     expect(cond(fixed.doc!, 'Stalled')).toBeUndefined();
+  });
+});
+
+describe('planRun: code from another repository (code.repo)', () => {
+  const repo = 'https://git.example.com/lab/mono.git';
+  const spec: RunSpec = { ...base, code: { repo, ref: 'main' } };
+  const withCode = (state: CodeRepoState) => ctx({ codeRepos: new Map([['r', state]]) });
+
+  it('waits while the code is fetched, and is looked at again', () => {
+    const p = planRun(
+      { name: 'r', desired: desired(spec) },
+      withCode({ state: 'pending', message: `fetching ${repo}` }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.doc!.status).toMatchObject({
+      phase: 'Pending',
+      reason: 'FetchingCode',
+      message: `fetching ${repo}`,
+    });
+    expect(p.requeueAfterMs).toBeGreaterThan(0);
+  });
+
+  it('waits when the caller found nothing yet (adv plan, the first pass)', () => {
+    const p = planRun({ name: 'r', desired: desired(spec) }, ctx());
+    expect(p.actions).toEqual([]);
+    expect(p.doc!.status.reason).toBe('FetchingCode');
+  });
+
+  it('stalls on a failure with what to fix, and looks again when the fetch is retried', () => {
+    const p = planRun(
+      { name: 'r', desired: desired(spec) },
+      withCode({
+        state: 'failed',
+        reason: 'CodeFetchFailed',
+        message: `${repo} refused the token`,
+        retryInMs: 30_000,
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.doc!.status.conditions.find((c) => c.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'CodeFetchFailed',
+      message: expect.stringMatching(/refused the token \(fix: /),
+    });
+    expect(p.requeueAfterMs).toBe(30_000);
+  });
+
+  it("submits the repo's commit, never the specs commit, and records the repo", () => {
+    const commit = 'e'.repeat(40);
+    const p = planRun({ name: 'r', desired: desired(spec) }, withCode({ state: 'ready', commit, repo }));
+    expect(p.actions).toMatchObject([{ type: 'submit', attempt: 1 }]);
+    expect(p.doc!.status).toMatchObject({ codeCommit: commit, codeRepo: repo });
+    expect(p.doc!.status.attempts[0]!.codeCommit).toBe(commit);
   });
 });

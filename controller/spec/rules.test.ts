@@ -258,3 +258,52 @@ describe('secrets a Backend names', () => {
     expect(r.objects.map((o) => o.kind)).toEqual(['Storage']);
   });
 });
+
+describe('code from another repository (code.repo)', () => {
+  const code = (body: string) => run('r', `  command: x\n  code: ${body}\n`);
+
+  it.each([
+    [
+      'an https URL with a ref and a token secret',
+      '{repo: "https://git.example.com/lab/mono.git", ref: main, tokenSecret: MONO_TOKEN}',
+      [],
+    ],
+    ['an http URL (loopback servers)', '{repo: "http://127.0.0.1:8080/mono.git"}', []],
+    ['ssh', '{repo: "ssh://git@example.com/lab/mono.git"}', ['r.yaml:7:16 CodeRepoInvalid spec.code.repo']],
+    [
+      'scp-like ssh',
+      '{repo: "git@example.com:lab/mono.git"}',
+      ['r.yaml:7:16 CodeRepoInvalid spec.code.repo'],
+    ],
+    ['file://', '{repo: "file:///etc"}', ['r.yaml:7:16 CodeRepoInvalid spec.code.repo']],
+    ['ext::', '{repo: "ext::sh -c touch% /tmp/pwned"}', ['r.yaml:7:16 CodeRepoInvalid spec.code.repo']],
+    ['a path', '{repo: /srv/git/mono.git}', ['r.yaml:7:16 CodeRepoInvalid spec.code.repo']],
+    [
+      'a token in the URL',
+      '{repo: "https://x:ghp_abc@example.com/mono.git"}',
+      ['r.yaml:7:16 CodeRepoInvalid spec.code.repo'],
+    ],
+    [
+      'a token secret without a repo',
+      '{tokenSecret: MONO_TOKEN}',
+      ['r.yaml:7:23 TokenWithoutRepo spec.code.tokenSecret'],
+    ],
+    [
+      "the controller's own token as the secret",
+      '{repo: "https://example.com/m.git", tokenSecret: ADV_GIT_TOKEN}',
+      ['r.yaml:7:58 ReservedSecret spec.code.tokenSecret'],
+    ],
+  ])('%s', (_what, body, expected) => {
+    expect(repo({ 'r.yaml': code(body) }).where).toEqual(expected);
+  });
+
+  it('says what is wrong and how to fix it', () => {
+    const { r } = repo({ 'r.yaml': code('{repo: "file:///etc/passwd"}') });
+    expect(r.diagnostics[0]).toMatchObject({
+      message: expect.stringMatching(
+        /file:\/\/ is not fetched: the controller fetches code over HTTP\(S\) only/,
+      ),
+      hint: expect.stringMatching(/https:\/\/ clone URL/),
+    });
+  });
+});

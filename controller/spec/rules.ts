@@ -21,6 +21,7 @@ import type {
   Storage,
 } from './schema.js';
 import { closest } from './validate.js';
+import { codeRepoUrlProblem } from '../git/code-repo-url.js';
 
 type Path = (string | number)[];
 type Located = Omit<Diagnostic, 'file'>;
@@ -235,13 +236,7 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
       );
     }
   }
-  if (spec.code?.repo !== undefined)
-    c.error(
-      'CodeRepoUnsupported',
-      [...base, 'code', 'repo'],
-      'code from another repository is not supported yet: the run would ship the specs repo instead',
-      'put the code in the specs repo (code.path picks its folder), or vendor the other repo there as a subtree; then remove code.repo',
-    );
+  codeRepoRules(c, spec, base);
   if (spec.code?.path !== undefined && isUnsafeRelPath(spec.code.path)) {
     c.error(
       'PathEscape',
@@ -250,6 +245,27 @@ function pathRules(c: Collector, spec: RunSpec, base: Path): void {
       'use a relative path without ".."',
     );
   }
+}
+
+/** `code.repo` is a URL the controller may fetch; its token is named, and never one of the controller's. */
+function codeRepoRules(c: Collector, spec: RunSpec, base: Path): void {
+  const { repo, tokenSecret } = spec.code ?? {};
+  const problem = repo !== undefined ? codeRepoUrlProblem(repo) : undefined;
+  if (problem) c.error('CodeRepoInvalid', [...base, 'code', 'repo'], problem.message, problem.hint);
+  if (tokenSecret !== undefined && repo === undefined)
+    c.error(
+      'TokenWithoutRepo',
+      [...base, 'code', 'tokenSecret'],
+      'code.tokenSecret names the token of code.repo, which is not set',
+      'set code.repo, or remove code.tokenSecret',
+    );
+  if (tokenSecret?.startsWith('ADV_'))
+    c.error(
+      'ReservedSecret',
+      [...base, 'code', 'tokenSecret'],
+      `"${tokenSecret}" is one of the controller's own settings or credentials (ADV_*): no spec may name it`,
+      "leave code.tokenSecret out to use the controller's ADV_GIT_TOKEN, or name a secret of its own",
+    );
 }
 
 /**

@@ -316,8 +316,18 @@ const CodeSchema = strict(
   {
     repo: optional(
       Type.String({
+        maxLength: 2048,
         description:
-          'Reserved: code from another repository is not shipped yet, so a spec that sets it is refused at validation (never another tree run in its place). Today the code is the specs repo itself: keep it there (or in `code.path` of it).',
+          "Another git repository to take the code from: its `https://` clone URL (`http://` too; no `ssh://`, `git@…`, `file://` or credentials in the URL). The controller fetches it into a mirror of its own (branches, tags and `refs/adventuretime/snapshots/*`), with its submodules, and ships the pinned commit as it ships the specs repo's. The token: `tokenSecret`, else the controller's `ADV_GIT_TOKEN` where the repo is on the specs repo's host (or a host the operator lists). Default: the specs repo itself.",
+        'x-hint': 'write the https:// URL git clone takes, e.g. https://github.com/lab/monorepo.git',
+      }),
+    ),
+    tokenSecret: optional(
+      Type.String({
+        pattern: ENV_NAME,
+        maxLength: 128,
+        description:
+          "With `repo`: the secret (resolved like `secrets`) that holds the token to fetch it with, sent only to the repo's own scheme, host and port. Default: the controller's `ADV_GIT_TOKEN`, on the specs repo's host only.",
       }),
     ),
     ref: optional(
@@ -326,7 +336,7 @@ const CodeSchema = strict(
         maxLength: 255,
         pattern: '^[A-Za-z0-9._/@-]+$',
         description:
-          'Branch, tag or commit. Pinned to a commit at the first submission; later attempts use the same commit.',
+          "Branch, tag or commit (of `repo` when set; a snapshot name under `refs/adventuretime/snapshots/` too). Pinned to a commit at the first submission; later attempts use the same commit. Default: the specs commit, or `repo`'s default branch.",
         'x-hint': 'use a branch, tag or commit hash (letters, digits, ".", "_", "/", "@", "-")',
       }),
     ),

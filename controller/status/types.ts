@@ -91,6 +91,12 @@ export const Reason = {
   Unreachable: 'Unreachable',
   /** `code.ref` names no branch, tag or commit of the repository (stalled). */
   CodeRefNotFound: 'CodeRefNotFound',
+  /** The code repository (`code.repo`) or a submodule of it is being fetched: the run waits. */
+  FetchingCode: 'FetchingCode',
+  /** The code repository or a submodule could not be fetched (token, URL, network); retried. */
+  CodeFetchFailed: 'CodeFetchFailed',
+  /** The code cannot ship as it is (a submodule URL refused, over the size limits); stalled. */
+  CodeRepoInvalid: 'CodeRepoInvalid',
   /** A secret in `spec.secrets` is not set where the controller looks for it (stalled). */
   SecretMissing: 'SecretMissing',
   /** `spec.forkFrom` names a checkpoint the store does not have committed (stalled). */
@@ -189,6 +195,8 @@ export interface RunStatus {
   specFile?: string;
   /** Code commit, pinned at the first submission. */
   codeCommit?: string;
+  /** The repository `codeCommit` is from, when it is not the specs repo (`code.repo`). */
+  codeRepo?: string;
   /** DAG that owns this run, if any. */
   owner?: string;
   conditions: Condition[];

@@ -105,9 +105,14 @@ export const FIELDS: FieldCase[] = [
   },
   {
     field: 'Run spec.code.repo',
-    ok: null,
-    sink: 'none: always refused (CodeRepoUnsupported)',
+    ok: 'https://git.example.com/lab/mono.git',
+    sink: 'controller: `git fetch -- <URL as new URL() writes it>` (argv; https/http only, GIT_ALLOW_PROTOCOL=http:https)',
     template: run(`${cmd}  code: {repo: @@}\n`),
+  },
+  {
+    field: 'Run spec.code.tokenSecret',
+    sink: 'controller: a secret name looked up (never a path, argument or variable)',
+    template: run(`${cmd}  code: {repo: "https://git.example.com/m.git", tokenSecret: @@}\n`),
   },
   {
     field: 'Run spec.resources.gpuType',

@@ -19,14 +19,18 @@ export interface GitHttpServer {
   /** While true, every request gets 503. */
   down: boolean;
   requests: number;
+  /** The Authorization header of every request, in order ('' where none was sent). */
+  authorizations: string[];
   stop(): Promise<void>;
 }
 
 export async function startGitHttp(opts: { token?: string } = {}): Promise<GitHttpServer> {
   const root = await mkdtemp(join(tmpdir(), 'adv-git-http-'));
   const state = { down: false, requests: 0 };
+  const authorizations: string[] = [];
   const server: Server = createServer((req, res) => {
     state.requests++;
+    authorizations.push(req.headers.authorization ?? '');
     if (state.down) {
       res.writeHead(503).end('down for maintenance');
       return;
@@ -105,6 +109,7 @@ export async function startGitHttp(opts: { token?: string } = {}): Promise<GitHt
     get requests() {
       return state.requests;
     },
+    authorizations,
     stop: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
