@@ -171,7 +171,7 @@ export async function openSpecsWorkTree(
       try {
         const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
         await git(['read-tree', parent], { cwd: dir, env: idx });
-        await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
+        await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
         const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
         const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
           .toString()
@@ -199,7 +199,7 @@ export async function openSpecsWorkTree(
             hint: 'run the command again',
           },
         );
-      await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir });
+      await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir });
       if (worktree !== undefined) {
         await writeFile(join(dir, rel), worktree);
         await runGit(['update-index', '-q', '--refresh'], { cwd: dir });
