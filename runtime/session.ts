@@ -135,6 +135,8 @@ export async function prepareSession(spec: SessionSpec, jobDir: string): Promise
       `--port=${port}`,
       '--port-retries=0',
       '--ServerApp.shutdown_no_activity_timeout=0',
+      // Rented machines (a Vast.ai instance, a container) log in as root, where Jupyter refuses to start.
+      ...(process.getuid?.() === 0 ? ['--allow-root'] : []),
     ],
   };
 }
