@@ -95,3 +95,11 @@ export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';
 export { API_TOKEN_ENV, API_TOKEN_FILE, configuredApiToken } from './api-token.js';
 export { dashboardRoute } from './dashboard/index.js';
+
+// Sessions (adv notebook, adv shell, adv ssh): the ways into a live attempt's worker.
+export { SshTransport, sshTargetOf } from './backends/ssh/transport.js';
+export type { SshConnection } from './backends/ssh/transport.js';
+export { VastClient, vastSshEndpoint } from './backends/vastai/client.js';
+export { podName } from './backends/volcano/render.js';
+export { vcNameOf } from './backends/volcano/adapter.js';
+export { TERMINAL_PHASES } from './status/phases.js';
