@@ -170,6 +170,7 @@ function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | 
       inDag
         ? 'remove "session" from the node'
         : 'keep one of them (adv notebook and adv shell write session runs)',
+      true,
     );
   } else if (spec.command === undefined && spec.entry === undefined && !spec.session) {
     c.error(
