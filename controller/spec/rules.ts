@@ -172,6 +172,13 @@ function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | 
         : 'keep one of them (adv notebook and adv shell write session runs)',
       true,
     );
+  } else if (spec.session && (spec.resources?.nodes ?? 1) > 1) {
+    c.error(
+      'SessionMultiNode',
+      [...base, 'resources', 'nodes'],
+      `a session runs on one node, not ${spec.resources!.nodes}`,
+      'remove resources.nodes (a session holds one machine; run multi-node work as a Run)',
+    );
   } else if (spec.command === undefined && spec.entry === undefined && !spec.session) {
     c.error(
       'MissingCommand',
