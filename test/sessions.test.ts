@@ -1,9 +1,10 @@
 /**
  * Interactive sessions end to end, through the compiled CLI against a controller on a specs repo:
  * `adv notebook` on the ssh backend (a real sshd, real Jupyter Lab from the project's .venv) is
- * driven by headless Chromium through the forwarded port — in the JupyterLab UI, a new notebook's
- * cell prints the session's ADV_RUN — `adv ssh` opens a shell in its job dir, and once nothing
- * uses it the idle timeout ends it: the run Succeeds. `adv shell` on Vast.ai (the fake API, whose
+ * driven by headless Chromium through the forwarded port — the JupyterLab page loads, and from it
+ * a kernel runs a cell (over the kernel WebSocket, as the Lab UI does) that prints the session's
+ * ADV_RUN — `adv ssh` opens a shell in its job dir, and once nothing uses it the idle timeout ends
+ * it: the run Succeeds. `adv shell` on Vast.ai (the fake API, whose
  * instances are the sshd on loopback addresses) holds the instance while the shell is open, and
  * the idle timeout then ends the session and destroys the instance.
  */
@@ -150,7 +151,7 @@ describe.runIf(available)('interactive sessions', () => {
     ]);
 
   it(
-    'adv notebook on the ssh backend: a cell run in JupyterLab in Chromium prints ADV_RUN; unused, it ends and Succeeds',
+    'adv notebook on the ssh backend: a cell run from the JupyterLab page in Chromium prints ADV_RUN; unused, it ends and Succeeds',
     async () => {
       const nb = adv([
         'notebook',
@@ -181,14 +182,55 @@ describe.runIf(available)('interactive sessions', () => {
       const res = await page.goto(url);
       expect(res?.status()).toBe(200);
       expect(await page.title()).toContain('JupyterLab');
-      // In the Lab UI, as a person would: a notebook from the launcher, a cell, Shift+Enter.
-      await page.locator('.jp-LauncherCard[data-category="Notebook"]').first().click();
-      await page.locator('.jp-NotebookPanel .jp-Cell .cm-content').first().click();
-      await page.keyboard.type('import os; print(os.environ["ADV_RUN"])');
-      await page.keyboard.press('Shift+Enter');
-      const output = page.locator('.jp-NotebookPanel .jp-OutputArea-output').first();
-      await output.waitFor();
-      expect((await output.innerText()).trim()).toBe('nb-test');
+      // From the page: a kernel, and a cell over its WebSocket, as the Lab UI runs one.
+      // The token from the printed URL (the Lab page drops it from its address once it has logged in).
+      const token = new URL(url).searchParams.get('token')!;
+      const printed = await page.evaluate(async (token: string) => {
+        const location = (globalThis as unknown as { location: { href: string; host: string } }).location;
+        const headers = { Authorization: `token ${token}`, 'Content-Type': 'application/json' };
+        const k = (await (await fetch('/api/kernels', { method: 'POST', headers, body: '{}' })).json()) as {
+          id: string;
+        };
+        const ws = new WebSocket(`ws://${location.host}/api/kernels/${k.id}/channels?token=${token}`);
+        await new Promise((r, j) => ((ws.onopen = r), (ws.onerror = j)));
+        const msgId = crypto.randomUUID();
+        let out = '';
+        const done = new Promise<string>((resolve) => {
+          ws.onmessage = (e) => {
+            const m = JSON.parse(e.data as string);
+            if (m.parent_header?.msg_id !== msgId) return;
+            if (m.msg_type === 'stream') out += m.content.text;
+            if (m.msg_type === 'error') out += `ERROR ${m.content.ename}: ${m.content.evalue}`;
+            if (m.msg_type === 'status' && m.content.execution_state === 'idle') resolve(out);
+          };
+        });
+        ws.send(
+          JSON.stringify({
+            header: {
+              msg_id: msgId,
+              msg_type: 'execute_request',
+              username: 'test',
+              session: crypto.randomUUID(),
+              version: '5.3',
+              date: new Date().toISOString(),
+            },
+            parent_header: {},
+            metadata: {},
+            content: {
+              code: 'import os; print(os.environ["ADV_RUN"])',
+              silent: false,
+              store_history: true,
+              user_expressions: {},
+              allow_stdin: false,
+              stop_on_error: true,
+            },
+            buffers: [],
+            channel: 'shell',
+          }),
+        );
+        return done;
+      }, token);
+      expect(printed.trim()).toBe('nb-test');
 
       // adv ssh: a shell in the session's job dir, with the run's variables.
       const sh = adv(['ssh', 'nb-test'], 'pipe');
@@ -213,7 +255,6 @@ describe.runIf(available)('interactive sessions', () => {
       expect(a).toMatchObject({ phase: 'Succeeded', exitCode: 0 });
       expect(a.message ?? st('nb-test')!.message ?? '').toMatch(/unused|idle/);
       // The token was never shipped in the logs (Jupyter prints its URL with it).
-      const token = new URL(url).searchParams.get('token')!;
       const logs = await readAllLogs(join(tmp, 'store', 'runs', 'nb-test', 'attempts', '1', 'logs'));
       expect(logs).toContain('Jupyter');
       expect(logs).not.toContain(token);
