@@ -117,9 +117,14 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     try {
       const spec = parseSessionVar(opts.env?.[SESSION_VAR] ?? process.env[SESSION_VAR]);
       if (spec) {
-        interactive = await prepareSession(spec, resolve(opts.jobDir ?? join(process.cwd(), '.adv')));
-        opts = { ...opts, argv: interactive.argv, env: { ...opts.env, ...interactive.env } };
-        secrets.push(...interactive.secrets);
+        // Process 0 is the session; the others of a multi-host slice only hold their host until the
+        // attempt ends (they publish nothing and never end on their own).
+        const follower = (opts.topology?.process ?? 0) > 0;
+        const jobDir = resolve(opts.jobDir ?? join(process.cwd(), '.adv'));
+        const prepared = await prepareSession(follower ? { kind: 'shell' } : spec, jobDir);
+        if (!follower) interactive = prepared;
+        opts = { ...opts, argv: prepared.argv, env: { ...opts.env, ...prepared.env } };
+        secrets.push(...prepared.secrets);
       }
     } catch (e) {
       const at = new Date().toISOString();
