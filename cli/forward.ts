@@ -1,9 +1,10 @@
 /**
  * How the CLI reaches a session on a worker's loopback: a local port forwarded to it, by the
- * backend's own way in — an ssh2 channel over the Backend's connection (ssh, slurm through the
- * login node, vastai through the instance's endpoint), `kubectl port-forward` (volcano), or a plain
- * TCP relay (local: the worker is this machine). The same route opens `adv shell` / `adv ssh`'s
- * interactive shell (`sshArgv`, `kubectlExecArgv`).
+ * backend's own way in — an ssh2 channel over the Backend's connection (ssh; slurm through the
+ * login node; vastai through the instance's endpoint; gcp-tpu to the node's worker, found with
+ * gcloud), `kubectl port-forward` (volcano), or a plain TCP relay (local: the worker is this
+ * machine). The same route opens `adv shell` / `adv ssh`'s interactive shell (`sshArgv`,
+ * `kubectlExecArgv`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -11,7 +12,10 @@ import type { Duplex } from 'node:stream';
 import {
   AdvError,
   ErrorCode,
+  GcloudTpu,
   SshTransport,
+  nodeNameOf,
+  tpuWorkerAddresses,
   VastClient,
   podName,
   sshTargetOf,
@@ -58,6 +62,8 @@ export async function routeTo(
     }
     case 'vastai':
       return { via: 'ssh', target: await vastTarget(backend, attempt, opts.env) };
+    case 'gcp-tpu':
+      return { via: 'ssh', target: await tpuTarget(backend, attempt, opts) };
     case 'volcano': {
       const v = (spec.volcano ?? {}) as { kubeconfig?: string; context?: string; namespace?: string };
       const base = [
@@ -71,7 +77,7 @@ export async function routeTo(
     default:
       throw notHere(
         backend.name,
-        `a ${spec.type} backend has no way in from here yet (sessions reach ssh, slurm, vastai, volcano and local workers)`,
+        `a ${spec.type} backend has no way in from here yet (sessions reach ssh, slurm, gcp-tpu, vastai, volcano and local workers)`,
       );
   }
 }
@@ -114,6 +120,31 @@ async function vastTarget(
     host: ep.host,
     port: ep.port,
   };
+}
+
+/**
+ * Worker K of the attempt's TPU node, found with the user's own gcloud in the Backend's zones
+ * (its external address when the Backend reaches workers so, as the adapter does).
+ */
+async function tpuTarget(
+  backend: { name: string; spec: BackendSpec },
+  attempt: Attempt,
+  opts: { env: NodeJS.ProcessEnv; worker?: number },
+): Promise<SshConnection> {
+  const s = backend.spec.gcpTpu as { project: string; zone: string; zones?: string[]; externalIp?: boolean };
+  const gcloud = new GcloudTpu({ project: s.project, env: opts.env });
+  const node = attempt.jobId ?? nodeNameOf(attempt.jobName);
+  for (const zone of [s.zone, ...(s.zones ?? [])]) {
+    const found = await gcloud.describe(zone, node);
+    if (!found) continue;
+    const host = tpuWorkerAddresses(found, { internal: !s.externalIp })[opts.worker ?? 0];
+    if (!host) throw notHere(backend.name, `TPU node ${node} has no worker ${opts.worker ?? 0}`);
+    return { ...(backend.spec.connection as Partial<SshConnection>), host };
+  }
+  throw new AdvError(
+    ErrorCode.NotFound,
+    `TPU node ${node} of ${attempt.jobName} is in none of ${backend.name}'s zones`,
+  );
 }
 
 /**

@@ -102,4 +102,6 @@ export type { SshConnection } from './backends/ssh/transport.js';
 export { VastClient, vastSshEndpoint } from './backends/vastai/client.js';
 export { podName } from './backends/volcano/render.js';
 export { vcNameOf } from './backends/volcano/adapter.js';
+export { GcloudTpu, tpuWorkerAddresses } from './backends/gcp-tpu/gcloud.js';
+export { nodeNameOf } from './backends/gcp-tpu/names.js';
 export { TERMINAL_PHASES } from './status/phases.js';
