@@ -164,22 +164,32 @@ export async function forwardPort(route: Route, localPort: number, remotePort: n
   // Checked once before anyone connects: a wrong key or host says so now, not at the first page.
   (await open()).destroy();
   const sockets = new Set<Socket | Duplex>();
-  const server: Server = createServer((local) => {
+  // Half-open, as TCP is: a client that has sent all it will (FIN) still gets the whole answer.
+  const server: Server = createServer({ allowHalfOpen: true }, (local) => {
     sockets.add(local);
-    local.on('close', () => sockets.delete(local));
     local.on('error', () => local.destroy());
     open().then(
       (remote) => {
+        if (local.destroyed) return void remote.destroy(); // the client gave up while we connected
         sockets.add(remote);
+        remote.on('error', () => remote.destroy());
+        // Each side ends the other's writing when it has no more (pipe); whichever closes first
+        // for good takes the other with it once its data is out.
         remote.on('close', () => {
           sockets.delete(remote);
-          local.destroy();
+          local.end();
         });
-        remote.on('error', () => remote.destroy());
-        local.on('close', () => remote.destroy());
-        local.pipe(remote).pipe(local);
+        local.on('close', () => {
+          sockets.delete(local);
+          remote.destroy();
+        });
+        local.pipe(remote);
+        remote.pipe(local);
       },
-      () => local.destroy(),
+      () => {
+        sockets.delete(local);
+        local.destroy();
+      },
     );
   });
   const port = await listen(server, localPort);
