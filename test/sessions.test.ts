@@ -38,13 +38,16 @@ const available = haveSshd() && haveChromium && pythonAvailable('the notebook se
 const HOSTS = ['127.0.0.2', '127.0.0.3'];
 const WAIT_MS = 120_000;
 
-/** The Environment a session runs in: the project's .venv first on PATH, so its Jupyter is found. */
+/**
+ * The Environment a session runs in: the project's .venv first on PATH, so its Jupyter is found;
+ * a step that prints the session's token, which the logs must show masked.
+ */
 const JUPYTER_ENV = `apiVersion: adventuretime.dev/v1alpha1
 kind: Environment
 metadata: {name: jupyter}
 spec:
   version: 1
-  setup: ['export PATH=${VENV_BIN}:$PATH']
+  setup: ['export PATH=${VENV_BIN}:$PATH', 'echo "token in setup: $JUPYTER_TOKEN"']
 `;
 
 /** A CLI process and what it printed so far. */
@@ -257,6 +260,7 @@ describe.runIf(available)('interactive sessions', () => {
       // The token was never shipped in the logs (Jupyter prints its URL with it).
       const logs = await readAllLogs(join(tmp, 'store', 'runs', 'nb-test', 'attempts', '1', 'logs'));
       expect(logs).toContain('Jupyter');
+      expect(logs).toContain('token in setup: ***');
       expect(logs).not.toContain(token);
     },
     6 * WAIT_MS,
