@@ -14,12 +14,15 @@ import { registerFork } from './commands/fork.js';
 import { registerGet } from './commands/get.js';
 import { registerInit } from './commands/init.js';
 import { registerLogs } from './commands/logs.js';
+import { registerNotebook } from './commands/notebook.js';
 import { registerPlan } from './commands/plan.js';
 import { registerReconcile } from './commands/reconcile.js';
 import { registerRetry } from './commands/retry.js';
 import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
 import { registerSubmit } from './commands/submit.js';
+import { registerShell } from './commands/shell.js';
+import { registerSsh } from './commands/ssh.js';
 import { registerValidate } from './commands/validate.js';
 import { ExitCode, reportError } from './exit.js';
 import { defaultIo, printableLines, type Io } from './output.js';
@@ -79,6 +82,9 @@ Docs: README.md and docs/reference/specs.md`,
   registerAgent(program, io);
   registerSchema(program, io);
   registerCompletion(program, io);
+  registerNotebook(program, io);
+  registerShell(program, io);
+  registerSsh(program, io);
   return program;
 }
 

@@ -222,7 +222,7 @@ export async function openSpecsWorkTree(
             hint: 'run the command again',
           },
         );
-      await git(['update-index', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir });
+      await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir });
       if (worktree !== undefined) {
         await writeFile(join(dir, rel), worktree);
         await runGit(['update-index', '-q', '--refresh'], { cwd: dir });

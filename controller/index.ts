@@ -104,3 +104,12 @@ export { jobNameFor } from './backends/types.js';
 export type { JobRequest } from './backends/types.js';
 export { localExecArgs, localExecCommand, localJobEnv } from './backends/local/index.js';
 export { urlStoreTarget } from './storage.js';
+// Sessions (adv notebook, adv shell, adv ssh): the ways into a live attempt's worker.
+export { SshTransport, sshTargetOf } from './backends/ssh/transport.js';
+export type { SshConnection } from './backends/ssh/transport.js';
+export { VastClient, vastSshEndpoint } from './backends/vastai/client.js';
+export { podName } from './backends/volcano/render.js';
+export { vcNameOf } from './backends/volcano/adapter.js';
+export { GcloudTpu, tpuWorkerAddresses } from './backends/gcp-tpu/gcloud.js';
+export { nodeNameOf } from './backends/gcp-tpu/names.js';
+export { TERMINAL_PHASES } from './status/phases.js';

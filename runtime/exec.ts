@@ -29,6 +29,15 @@ import {
 } from './records.js';
 import { REDACT_VAR, StreamRedactor, redactNames, redactText, secretValues } from './redact.js';
 import { CkptMode } from './restore-barrier.js';
+import {
+  parseSessionVar,
+  prepareSession,
+  SESSION_VAR,
+  sessionPlaceholderArgv,
+  superviseSession,
+  type PreparedSession,
+  type SessionKind,
+} from './session.js';
 import type { TailLines } from './setup.js';
 import type { ObjectStore } from './store/types.js';
 import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
@@ -88,6 +97,8 @@ interface Ctx {
   startedAt: string;
   fwd: StopForwarder;
   worker: Worker | undefined;
+  /** An interactive session (`ADV_SESSION`) runs instead of the command. */
+  interactive?: PreparedSession;
 }
 
 /** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
@@ -102,7 +113,26 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   // Listening from the start: a stop notice during the restore barrier ends the attempt cleanly.
   const fwd = new StopForwarder((opts.graceSec ?? 30) * 1000, log, opts.stopSignal);
   try {
-    const ctx = setUp(opts, log, secrets, fwd);
+    let interactive: PreparedSession | undefined;
+    try {
+      const spec = parseSessionVar(opts.env?.[SESSION_VAR] ?? process.env[SESSION_VAR]);
+      if (spec) {
+        // Process 0 is the session; the others of a multi-host slice only hold their host until the
+        // attempt ends (they publish nothing and never end on their own).
+        const follower = (opts.topology?.process ?? 0) > 0;
+        const jobDir = resolve(opts.jobDir ?? join(process.cwd(), '.adv'));
+        const prepared = await prepareSession(follower ? { kind: 'shell' } : spec, jobDir);
+        if (!follower) interactive = prepared;
+        opts = { ...opts, argv: prepared.argv, env: { ...opts.env, ...prepared.env } };
+        secrets.push(...prepared.secrets);
+      }
+    } catch (e) {
+      const at = new Date().toISOString();
+      const message = `the session could not be prepared: ${(e as Error).message}`;
+      const record = { exitCode: 2, reason: ExitReason.StartFailed, message, startedAt: at, finishedAt: at };
+      return await failBeforeStart(setUp(opts, log, secrets, fwd), record);
+    }
+    const ctx = { ...setUp(opts, log, secrets, fwd), ...(interactive ? { interactive } : {}) };
     const start = await beforeStart(ctx);
     if ('record' in start) return await failBeforeStart(ctx, start.record);
     // The setup session (ADV_SETUP's steps, a uv project's environment) the workload starts in.
@@ -277,15 +307,45 @@ async function runWorkload(
       })
     : undefined;
   await worker?.start();
+  let idled: string | undefined;
+  const endSession = ctx.interactive
+    ? superviseSession({
+        prepared: ctx.interactive,
+        run: opts.run,
+        attempt: opts.attempt,
+        jobDir: jobDir ?? resolve(join(process.cwd(), '.adv')),
+        store: opts.store,
+        log,
+        end: (why) => {
+          idled = why;
+          log(`${why}: ending it`);
+          fwd.stop('the session idle timeout');
+          setTimeout(() => fwd.kill(), (opts.graceSec ?? 30) * 1000).unref();
+        },
+      })
+    : undefined;
   const result = await ended;
+  await endSession?.();
   unwatchLease?.();
   const primary = !opts.topology?.process;
   const cancelled = jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE));
   // A stop or a cancel during setup ends the attempt as one during the workload would.
   const setupEnd = session && sessionOutcome(session, cmd, ctx.secrets, ctx);
   const ownEnd = setupEnd && !result.error && !fwd.stopSignal && !cancelled ? setupEnd : undefined;
+  // A session that ended for want of use did what it was for: the run Succeeds, the machine goes back.
+  const sessionEnd: ExitRecord | undefined =
+    idled && !cancelled
+      ? {
+          exitCode: 0,
+          reason: ExitReason.Completed,
+          message: `session ended: ${idled}`,
+          startedAt: ctx.startedAt,
+          finishedAt: new Date().toISOString(),
+        }
+      : undefined;
   const record =
     ownEnd ??
+    sessionEnd ??
     (await exitRecord(result, fwd, {
       cmd,
       cwd,
@@ -361,7 +421,12 @@ function writeRecord(jobDir: string, file: string, value: unknown, log: (line: s
 }
 
 /** The argument vector for a Run's `command` or `entry` (never a shell string built from values). */
-export function argvFor(spec: { command?: string | string[]; entry?: string }): string[] {
+export function argvFor(spec: {
+  command?: string | string[];
+  entry?: string;
+  session?: { kind: SessionKind };
+}): string[] {
+  if (spec.session) return sessionPlaceholderArgv(spec.session.kind);
   if (Array.isArray(spec.command)) return spec.command;
   if (typeof spec.command === 'string') return ['sh', '-c', spec.command];
   if (spec.entry) {

@@ -6,6 +6,7 @@
  */
 import { argvFor } from '../../runtime/exec.js';
 import { REDACT_VAR } from '../../runtime/redact.js';
+import { SESSION_VAR } from '../../runtime/session.js';
 import { passedEnv, setupVariables } from '../backends/job-env.js';
 import type { JobRequest } from '../backends/types.js';
 import { StallingError } from '../errors.js';
@@ -85,6 +86,8 @@ export function buildJobRequest(
     delete env[s];
   }
   if (Object.keys(secretEnv).length) env[REDACT_VAR] = Object.keys(secretEnv).join(',');
+  // An interactive session: adv exec runs Jupyter or holds for shells instead of a command.
+  if (spec.session) env[SESSION_VAR] = JSON.stringify(spec.session);
   const composed = composeSetup(inputs.backend, inputs.environment, spec);
   setupFits(run, composed);
   return {

@@ -151,7 +151,7 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
   if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
 }
 
-/** Exactly one of `command` and `entry` says what to run. */
+/** Exactly one of `command`, `entry` and `session` says what to run. */
 function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | undefined): void {
   if (spec.command !== undefined && spec.entry !== undefined) {
     c.error(
@@ -161,7 +161,26 @@ function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | 
       'keep one of them',
       true,
     );
-  } else if (spec.command === undefined && spec.entry === undefined) {
+  } else if (spec.session && (spec.command !== undefined || spec.entry !== undefined || inDag)) {
+    c.error(
+      'SessionWithCommand',
+      [...base, 'session'],
+      inDag
+        ? 'a DAG node cannot be an interactive session'
+        : `"session" and "${spec.command !== undefined ? 'command' : 'entry'}" are both set: a session runs Jupyter Lab or holds for shells, not a command`,
+      inDag
+        ? 'remove "session" from the node'
+        : 'keep one of them (adv notebook and adv shell write session runs)',
+      true,
+    );
+  } else if (spec.session && (spec.resources?.nodes ?? 1) > 1) {
+    c.error(
+      'SessionMultiNode',
+      [...base, 'resources', 'nodes'],
+      `a session runs on one node, not ${spec.resources!.nodes}`,
+      'remove resources.nodes (a session holds one machine; run multi-node work as a Run)',
+    );
+  } else if (spec.command === undefined && spec.entry === undefined && !spec.session) {
     c.error(
       'MissingCommand',
       base,

@@ -376,6 +376,24 @@ export const ForkFromSchema = strict(
   "Start from another run's committed checkpoint (`adv fork` writes it): before this run's first attempt, while it has no checkpoint of its own, the controller copies `runs/<run>/ckpt/<step>/` into this run's checkpoints inside the object store, and the attempt restores it as it would its own. A missing source stalls the run with a condition saying which steps exist.",
 );
 
+/** `spec.session`: an interactive attempt (`adv notebook`, `adv shell`) instead of a command. */
+export const SessionSchema = strict(
+  {
+    kind: StringEnum(
+      ['notebook', 'shell'] as const,
+      "`notebook`: Jupyter Lab from the run's environment on the worker's loopback, reached through `adv notebook`'s forwarded port. `shell`: the attempt holds the machine for `adv shell` / `adv ssh` login shells.",
+    ),
+    idleTimeoutSec: optional(
+      Type.Integer({
+        minimum: 1,
+        description:
+          'Seconds without use (no open notebook or kernel activity; no attached shell) after which the session ends: the run Succeeds and the backend gives the machine back. Default 1800.',
+      }),
+    ),
+  },
+  'An interactive session instead of a command (see docs/sessions.md). Not in a DAG node.',
+);
+
 /** Fields of a Run spec, shared by `Run.spec` and a DAG node's `run`. */
 const runSpecProperties = {
   command: optional(
@@ -392,6 +410,7 @@ const runSpecProperties = {
       'x-hint': 'write "path/to/file.py:function"',
     }),
   ),
+  session: optional(SessionSchema),
   workingDir: optional(Type.String({ description: 'Directory inside the code tree to start in.' })),
   code: optional(CodeSchema),
   resources: optional(ResourcesSchema),
