@@ -137,10 +137,7 @@ export class Controller {
       prepare: (a) => this.inputs.prepareFork(a, this.status, this.desired),
       commit: () => this.sync.commitSerially(this.desired.head),
       hint: (key) => this.queue.add(key),
-      metrics,
-      logger,
-      now,
-      concurrency: opts.concurrency ?? 8,
+      ...{ metrics, logger, now, concurrency: opts.concurrency ?? 8 },
     });
     this.scopes = new PassScopes({
       ...{ desired: this.desired, status: this.status, git: repo.git, remote: repo.mode === 'remote' },
