@@ -92,7 +92,7 @@ export function registerSubmit(program: Command, io: Io): void {
     .option('--branch <name>', 'the watched branch', 'main')
     .option(
       '--code-remote <name>',
-      'the remote the controller fetches the code from, when it is not the specs repo',
+      'the remote (its https URL) the controller fetches the code from, when it is not the specs repo',
       'origin',
     )
     .option('--store <url>', 'with --follow: the object store the logs are in (default: as adv logs)')
