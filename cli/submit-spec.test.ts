@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { parseSetArg } from './set-args.js';
-import { nameFromCommand, stamp, submitSpecText, type SubmitSpecInput } from './submit-spec.js';
+import { AdvError } from '../controller/index.js';
+import {
+  codeRepoFromRemote,
+  nameFromCommand,
+  stamp,
+  submitSpecText,
+  type SubmitSpecInput,
+} from './submit-spec.js';
 
 const input = (over: Partial<SubmitSpecInput> = {}): SubmitSpecInput => ({
   name: 'train-20261127-101500',
@@ -111,6 +118,73 @@ spec:
     expect(() => submitSpecText(input({ command: [] }))).toThrow(/no command/);
     expect(() => submitSpecText(input({ sets: [parseSetArg('command.x=1')] }))).toThrow(
       /command is not a map/,
+    );
+  });
+});
+
+describe('codeRepoFromRemote', () => {
+  const refused = (url: string, remote = 'origin'): { message: string; hint: string } => {
+    try {
+      codeRepoFromRemote(remote, url);
+    } catch (e) {
+      if (e instanceof AdvError) return { message: e.message, hint: String(e.data.hint) };
+      throw e;
+    }
+    throw new Error(`${url} was accepted`);
+  };
+
+  it('keeps an http(s) URL without credentials as it is', () => {
+    expect(codeRepoFromRemote('origin', 'https://git.example.com/lab/model.git')).toBe(
+      'https://git.example.com/lab/model.git',
+    );
+    expect(codeRepoFromRemote('origin', 'http://127.0.0.1:8123/code.git')).toBe(
+      'http://127.0.0.1:8123/code.git',
+    );
+  });
+
+  it.each([
+    ['https://alice:ghp_SECRET123@github.com/lab/model.git', 'https://github.com/lab/model.git'],
+    ['https://x-access-token:ghp_SECRET123@github.com/lab/model', 'https://github.com/lab/model'],
+    [
+      'https://ghp_SECRET123@git.example.com:8443/lab/model.git',
+      'https://git.example.com:8443/lab/model.git',
+    ],
+    ['http://oauth2:ghp_SECRET123@127.0.0.1:8123/code.git', 'http://127.0.0.1:8123/code.git'],
+  ])('drops the credentials of %s: the token never goes into the spec', (url, repo) => {
+    const out = codeRepoFromRemote('origin', url);
+    expect(out).toBe(repo);
+    expect(out).not.toContain('SECRET');
+  });
+
+  it.each([
+    ['git@github.com:lab/model.git', 'git remote add https https://github.com/lab/model.git'],
+    [
+      'ssh://git@git.example.com:2222/lab/model.git',
+      'git remote add https https://git.example.com/lab/model.git',
+    ],
+    ['alice@host.example:~/model', 'git remote add https https://host.example/model'],
+  ])('refuses the ssh remote %s and says which https remote to add', (url, add) => {
+    const e = refused(url);
+    expect(e.message).toBe(
+      `the code's remote "origin" is ${url}, an ssh URL: the controller fetches code over https only`,
+    );
+    expect(e.hint).toContain(add);
+    expect(e.hint).toContain('--code-remote https');
+  });
+
+  it.each([
+    ['file:///home/alice/model', /file:\/\/ is not fetched/],
+    ['/home/alice/model.git', /not an absolute URL/],
+    ['../model', /not an absolute URL/],
+    ['git://git.example.com/model.git', /git:\/\/ is not fetched/],
+    ['https://alice:SECRET@git.example.com/model.git?x=1', /query or a fragment/],
+  ])('refuses %s, naming the remote and what to do', (url, why) => {
+    const e = refused(url, 'mine');
+    expect(e.message).toMatch(/^the code's remote "mine" \(.*\) cannot be code\.repo: /);
+    expect(e.message).toMatch(why);
+    expect(e.message).not.toContain('SECRET');
+    expect(e.hint).toMatch(
+      /^pass --code-remote NAME with a remote whose URL is https:\/\/…, or push the code/,
     );
   });
 });

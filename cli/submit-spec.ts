@@ -4,7 +4,7 @@
  * Pure: no git, no file system — the command gathers the inputs.
  */
 import { Document, isMap, parseAllDocuments, parseDocument, type Node } from 'yaml';
-import { AdvError, ErrorCode } from '../controller/index.js';
+import { AdvError, ErrorCode, codeRepoUrlProblem } from '../controller/index.js';
 import { applySets, type SetArg } from './set-args.js';
 
 export interface SubmitSpecInput {
@@ -130,4 +130,50 @@ export function nameFromCommand(command: readonly string[]): string {
 /** `YYYYMMDD-HHMMSS` (UTC): the part of a generated name that makes it new. */
 export function stamp(now: Date): string {
   return now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+}
+
+/**
+ * `code.repo` for a remote of the code's repository, as the controller may fetch it: an http(s)
+ * URL without credentials (controller/git/code-repo-url.ts). Credentials in the remote's URL are
+ * dropped, not written: the spec stays in git history, readable by everyone who reads the specs
+ * repo (git still uses them to push the snapshot). An ssh, git:// or path remote is refused, with
+ * the https remote to add: guessing one would pin the run to a URL nobody checked.
+ */
+export function codeRepoFromRemote(remote: string, url: string): string {
+  const scp = /^(?:[^@/:]+@)?([^/:]+):(?!\/\/)(.+)$/.exec(url);
+  const ssh = /^ssh:\/\/(?:[^@/]+@)?([^/:]+)(?::\d+)?\/(.+)$/i.exec(url);
+  const m = ssh ?? (/^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? null : scp);
+  if (m) {
+    const https = `https://${m[1]}/${m[2]!.replace(/^~?\/*/, '')}`;
+    throw new AdvError(
+      ErrorCode.UsageError,
+      `the code's remote "${remote}" is ${url}, an ssh URL: the controller fetches code over https only`,
+      {
+        hint: `add an https remote for the same repository and name it: git remote add https ${https} && adv submit --code-remote https … (or push the code to a repository you reach over https)`,
+      },
+    );
+  }
+  let clean = url;
+  if (/^https?:\/\//i.test(url)) {
+    try {
+      const u = new URL(url);
+      if (u.username || u.password) {
+        u.username = '';
+        u.password = '';
+        clean = u.href;
+      }
+    } catch {
+      // codeRepoUrlProblem says what is wrong with it.
+    }
+  }
+  const problem = codeRepoUrlProblem(clean);
+  if (problem)
+    throw new AdvError(
+      ErrorCode.UsageError,
+      `the code's remote "${remote}" (${clean}) cannot be code.repo: ${problem.message}`,
+      {
+        hint: `pass --code-remote NAME with a remote whose URL is https://…, or push the code to such a repository (${problem.hint})`,
+      },
+    );
+  return clean;
 }

@@ -55,6 +55,7 @@ export { schemaJson, writeSchemas } from './spec/gen.js';
 export { git, runGit } from './git/native.js';
 export { SpecsRepo, credentialEnv, isRemoteUrl } from './git/specs-repo.js';
 export { GitTreeSource, TreeListingCache } from './git/tree-source.js';
+export { codeRepoUrlProblem } from './git/code-repo-url.js';
 export { CommitVerifier, checkTrustedSigners, verifyHead } from './git/signatures.js';
 export type { Verdict } from './git/signatures.js';
 

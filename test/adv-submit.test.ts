@@ -24,6 +24,9 @@ if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-g
 if (!available)
   console.warn('SKIPPING the adv submit tests: no /usr/sbin/sshd here (apt-get install openssh-server)');
 
+// The lab's repositories are private: every request needs it (the user's and the controller's).
+const TOKEN = 'adv-submit-token-7d1f';
+
 // What the run prints is what its files held: the committed train.py says "committed".
 const TRAIN = `import os
 from lib import VALUE
@@ -60,7 +63,7 @@ describe.runIf(available)('adv submit', () => {
   let c: Controller;
   let loop: Promise<void>;
   let url: string;
-  const env = { HOME: '', XDG_CACHE_HOME: '' };
+  const env = { HOME: '', XDG_CACHE_HOME: '', ADV_GIT_TOKEN: TOKEN };
 
   async function adv(args: string[], cwd = wt.dir) {
     const io = captureIo({ ...env }, cwd);
@@ -68,12 +71,13 @@ describe.runIf(available)('adv submit', () => {
     return { code, out: io.out(), err: io.err() };
   }
   const follow = () => ['--repo', url, '--follow', '--store', `file://${join(tmp, 'data', 'store')}`];
-  const remote = async (...args: string[]) =>
-    (await git(args, { gitdir: join(server.root, 'specs.git') })).toString('utf8').trim();
+  const remote = async (...args: string[]) => bare('specs', ...args);
+  const bare = async (repo: string, ...args: string[]) =>
+    (await git(args, { gitdir: join(server.root, `${repo}.git`) })).toString('utf8').trim();
 
   beforeAll(async () => {
     sshd = await startSshd();
-    server = await startGitHttp();
+    server = await startGitHttp({ token: TOKEN });
     tmp = await mkdtemp(join(tmpdir(), 'adv-submit-'));
     env.HOME = tmp;
     env.XDG_CACHE_HOME = join(tmp, 'cache');
@@ -91,9 +95,11 @@ describe.runIf(available)('adv submit', () => {
         'sub/README': 'a subdirectory\n',
       },
       url,
+      TOKEN,
     );
     c = await Controller.create({
       repo: url,
+      token: TOKEN,
       infra: { from: 'repo' },
       dataDir: join(tmp, 'data'),
       fetchIntervalMs: 300,
@@ -162,6 +168,105 @@ describe.runIf(available)('adv submit', () => {
       backendSelector: { order: ['ssh-local'] },
     });
     expect(c.runStatus('dirty')!.status.attempts[0]!.backend).toBe('ssh-local');
+  });
+
+  it('code in another repository: the snapshot goes there, the spec names it by its URL, the ssh host runs exactly it', async () => {
+    await server.createRepo('code');
+    const codeUrl = server.url('code');
+    // A researcher's clone of the code repo (their credentials in its config), specs elsewhere.
+    const code = await makeWorkTree(
+      {
+        '.gitignore': '*.log\n',
+        'train.py': TRAIN,
+        'lib/__init__.py': 'VALUE = "committed"\n',
+        'old.py': 'print("old")\n',
+      },
+      codeUrl,
+      TOKEN,
+    );
+    try {
+      await code.write('lib/__init__.py', 'VALUE = "staged"\n');
+      await code.git('add', 'lib/__init__.py');
+      await code.write('lib/__init__.py', 'VALUE = "other repo"\n');
+      await code.write('train.py', TRAIN + '# dirty in the code repo\n');
+      await code.write('data/extra.txt', 'untracked\n');
+      await code.write('debug.log', 'ignored\n');
+      await code.remove('old.py');
+      const head = await code.git('rev-parse', 'HEAD');
+      const before = await fingerprint(code.dir);
+      const status = await code.git('status', '--porcelain');
+
+      const r = await adv(
+        ['submit', '--on', 'ssh-local', '--name', 'other-repo', ...follow(), '--', 'python3', 'train.py'],
+        code.dir,
+      );
+
+      expect(r.code, r.err + r.out).toBe(0);
+      expect(r.out).toContain('train.py: # dirty in the code repo');
+      expect(r.out).toContain('lib: other repo');
+      expect(r.out).toContain('extra: untracked');
+      expect(r.out).toContain('ignored: False');
+      expect(r.out).toContain('old.py: False');
+      expect(r.err).toMatch(/run\/other-repo: Succeeded \(attempt 1 on ssh-local\)/);
+      expect(await fingerprint(code.dir)).toEqual(before);
+      expect(await code.git('status', '--porcelain')).toBe(status);
+      expect(await code.git('rev-parse', 'HEAD')).toBe(head);
+      // The snapshot is in the code repo only: what ran came through code.repo.
+      const snap = await bare('code', 'rev-parse', 'refs/adventuretime/snapshots/other-repo');
+      expect(await bare('code', 'rev-parse', `${snap}^`)).toBe(head);
+      expect(await code.git('rev-parse', 'refs/adventuretime/snapshots/other-repo')).toBe(snap);
+      await expect(remote('cat-file', '-e', snap)).rejects.toThrow();
+      const text = await remote('show', 'main:runs/other-repo.yaml');
+      expect(text).not.toContain(TOKEN);
+      const spec = parse(text) as { spec: Record<string, unknown> };
+      expect(spec.spec).toEqual({
+        command: ['python3', 'train.py'],
+        code: { repo: codeUrl, ref: snap },
+        backendSelector: { order: ['ssh-local'] },
+      });
+      expect(c.runStatus('other-repo')!.status).toMatchObject({ codeRepo: codeUrl });
+      expect(c.runStatus('other-repo')!.status.attempts[0]!.backend).toBe('ssh-local');
+    } finally {
+      await code.cleanup();
+    }
+  });
+
+  it('a token in the code remote’s URL pushes the snapshot and is never written; an ssh remote is refused before anything moves', async () => {
+    await server.createRepo('code-token');
+    const codeUrl = server.url('code-token');
+    const withToken = codeUrl.replace('://', `://x-access-token:${TOKEN}@`);
+    const code = await makeWorkTree({ 'train.py': 'print("code from", "the token URL")\n' }, withToken);
+    try {
+      await code.write('train.py', 'print("dirty code from", "the token URL")\n');
+      const r = await adv(
+        ['submit', '--on', 'local', '--name', 'token-url', ...follow(), '--', 'python3', 'train.py'],
+        code.dir,
+      );
+      expect(r.code, r.err + r.out).toBe(0);
+      expect(r.out).toContain('dirty code from the token URL');
+      const spec = parse(await remote('show', 'main:runs/token-url.yaml')) as { spec: { code: unknown } };
+      expect(spec.spec.code).toEqual({
+        repo: codeUrl,
+        ref: await bare('code-token', 'rev-parse', 'refs/adventuretime/snapshots/token-url'),
+      });
+      expect(await remote('log', '-p', '--all')).not.toContain(TOKEN);
+
+      await code.git('remote', 'set-url', 'origin', 'git@git.example.com:lab/code.git');
+      const main = await remote('rev-parse', 'main');
+      const ssh = await adv(
+        ['submit', '--on', 'local', '--name', 'ssh-remote', '--repo', url, '--', 'true'],
+        code.dir,
+      );
+      expect(ssh.code).toBe(2);
+      expect(ssh.err).toContain(
+        'the code\'s remote "origin" is git@git.example.com:lab/code.git, an ssh URL',
+      );
+      expect(ssh.err).toContain('git remote add https https://git.example.com/lab/code.git');
+      expect(await remote('rev-parse', 'main')).toBe(main);
+      expect(await bare('code-token', 'for-each-ref', 'refs/adventuretime/snapshots/ssh-remote')).toBe('');
+    } finally {
+      await code.cleanup();
+    }
   });
 
   it('from a subdirectory with a detached, clean HEAD: HEAD pinned, started in that subdirectory', async () => {

@@ -12,7 +12,7 @@ import { gitToken, resolveRepo } from '../repo.js';
 import { collectSet, type SetArg } from '../set-args.js';
 import { keepSnapshot, snapshotRef, snapshotWorkTree, type CodeSnapshot } from '../snapshot.js';
 import { openSpecsWorkTree, type SpecsWorkTree } from '../specs-writer.js';
-import { nameFromCommand, stamp, submitSpecText } from '../submit-spec.js';
+import { codeRepoFromRemote, nameFromCommand, stamp, submitSpecText } from '../submit-spec.js';
 
 interface SubmitOpts {
   on?: string;
@@ -92,7 +92,7 @@ export function registerSubmit(program: Command, io: Io): void {
     .option('--branch <name>', 'the watched branch', 'main')
     .option(
       '--code-remote <name>',
-      'the remote the controller fetches the code from, when it is not the specs repo',
+      'the remote (its https URL) the controller fetches the code from, when it is not the specs repo',
       'origin',
     )
     .option('--store <url>', 'with --follow: the object store the logs are in (default: as adv logs)')
@@ -287,7 +287,8 @@ async function codeHome(snap: CodeSnapshot, specsArg: string, remote: string): P
         hint: `add one (git remote add ${remote} https://…) or pass --code-remote NAME; or run adv submit in the specs repo`,
       },
     );
-  return { repo: codeUrl, push: { to: remote, env: {} } };
+  // Checked before anything is written: a token in the URL must not reach even a local commit.
+  return { repo: codeRepoFromRemote(remote, codeUrl), push: { to: remote, env: {} } };
 }
 
 /** The same repository, whatever the spelling: no credentials, no trailing `/` or `.git`. */
