@@ -87,6 +87,7 @@ def main():
             save(ckpt, step, w)
         if stopping:
             print(f"rank {rank}: stopping at step {step}", flush=True)
+            dist.barrier()
             dist.destroy_process_group()
             sys.exit(stop.exit_code())
     gathered = w.full_tensor()
@@ -98,6 +99,11 @@ def main():
             os.makedirs(out, exist_ok=True)
             with open(os.path.join(out, "final-params.txt"), "w") as f:
                 f.write(digest + "\n")
+    # Every rank reaches the teardown together: a rank that destroys its gloo group while a peer
+    # is still busy (rank 0 above) can die in the destructor with SIGABRT ("terminate called
+    # without an active exception"), after its last checkpoints were written but before adv exec
+    # took them as finished.
+    dist.barrier()
     dist.destroy_process_group()
 
 
