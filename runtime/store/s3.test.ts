@@ -6,6 +6,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { s3OptionsFromUrl } from './index.js';
 import { S3Store } from './s3.js';
 
 let server: Server;
@@ -38,4 +39,20 @@ describe('S3 store against a server that never answers', () => {
     await expect(store.put('runs/r/heartbeat.json', '{}')).rejects.toThrow(/put runs\/r\/heartbeat.json/);
     store.client.destroy();
   }, 60_000);
+
+  it('a store URL sets it with idleTimeout=SEC, and refuses a value that is not seconds', () => {
+    const env = { T_ACCESS_KEY_ID: 'a', T_SECRET_ACCESS_KEY: 's' };
+    const url = 's3://b/p?endpoint=http://127.0.0.1:9&forcePathStyle=true&credentials=T';
+    expect(s3OptionsFromUrl(`${url}&idleTimeout=30`, env)).toMatchObject({
+      bucket: 'b',
+      prefix: 'p',
+      endpoint: 'http://127.0.0.1:9',
+      requestIdleMs: 30_000,
+    });
+    expect(s3OptionsFromUrl(url, env).requestIdleMs).toBeUndefined();
+    expect(() => s3OptionsFromUrl(`${url}&idleTimeout=0`, env)).toThrow(
+      /idleTimeout=0 is not a number of seconds/,
+    );
+    expect(() => s3OptionsFromUrl(`${url}&idleTimeout=2m`, env)).toThrow(/not a number of seconds/);
+  });
 });
