@@ -11,8 +11,12 @@ import { DNS1123_SUBDOMAIN_RE as DNS1123_SUBDOMAIN, RUN_NAME_MAX } from '../runt
 /** Longest name of each kind (the schema's `metadata.name` maxLength). */
 const MAX = { run: RUN_NAME_MAX, DAG: 253 } as const;
 
-/** Returns `name` if it can name a run (or DAG); otherwise a usage error that says what a name is. */
-export function checkName(name: string, what: keyof typeof MAX = 'run'): string {
+/**
+ * Returns `name` if it can name a run (or DAG); otherwise a usage error that says what a name is.
+ * `fresh`: the name is being chosen (`--name`), so the fix is how to write one, not where the
+ * existing ones are listed.
+ */
+export function checkName(name: string, what: keyof typeof MAX = 'run', fresh = false): string {
   if (name.length <= MAX[what] && DNS1123_SUBDOMAIN.test(name)) return name;
   throw new AdvError(
     ErrorCode.UsageError,
@@ -21,6 +25,20 @@ export function checkName(name: string, what: keyof typeof MAX = 'run'): string 
         ? `it has ${name.length} characters, at most ${MAX[what]} are allowed`
         : "a name is a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
     }`,
-    { hint: `adv get ${what === 'run' ? 'runs' : 'dags'} lists the names that exist` },
+    {
+      hint: fresh
+        ? `write it like ${printable(suggestName(name)) || 'train-2'} (lowercase, "-" between words)`
+        : `adv get ${what === 'run' ? 'runs' : 'dags'} lists the names that exist`,
+    },
   );
+}
+
+/** A valid name close to `name`: lowercased, runs of other characters as one "-", trimmed. */
+function suggestName(name: string): string {
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9.]+/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '')
+    .slice(0, 63)
+    .replace(/[-.]+$/, '');
 }

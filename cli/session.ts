@@ -105,7 +105,7 @@ export async function commitSessionRun(io: Io, kind: SessionKind, o: SessionOpts
         hint: flag === '--on' ? 'adv get backends lists them' : 'an Environment name, or name@version',
       });
   const who = io.env.USER ?? userInfo().username;
-  const name = checkName(o.name ?? sessionName(kind, who, new Date()));
+  const name = checkName(o.name ?? sessionName(kind, who, new Date()), 'run', true);
   const rel = `runs/${name}.yaml`;
   const yaml = sessionRunYaml(name, kind, {
     ...(o.on ? { on: o.on } : {}),

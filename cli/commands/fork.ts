@@ -156,7 +156,7 @@ async function newName(
     return steps.length ? `${store.url} already holds checkpoints of a run of that name` : undefined;
   };
   if (asked !== undefined) {
-    const why = await taken(checkName(asked));
+    const why = await taken(checkName(asked, 'run', true));
     if (why)
       throw new AdvError(ErrorCode.UsageError, `cannot name the fork ${asked}: ${why}`, {
         hint: 'pick another --name',

@@ -119,7 +119,7 @@ Examples:
         throw new AdvError(ErrorCode.UsageError, '--review and --follow cannot be used together', {
           hint: 'a run under review starts when its branch is merged: follow it then with adv logs NAME -f',
         });
-      if (opts.name !== undefined) checkName(opts.name);
+      if (opts.name !== undefined) checkName(opts.name, 'run', true);
       const submitted = await submit(command, opts, io);
       if (!opts.follow) return;
       const code = await followRun(io, submitted, {
@@ -339,7 +339,7 @@ async function pickName(
   const fromFile = typeof named === 'string' ? named : undefined;
   const given = opts.name;
   if (given !== undefined) {
-    checkName(given);
+    checkName(given, 'run', true);
     if (await taken(given))
       throw new AdvError(
         ErrorCode.UsageError,
