@@ -34,6 +34,10 @@ files first and manifest last; output, heartbeats and the exit record go to the 
 several processes, each uploads its part of a step and process 0 writes the manifest once every
 part is there; process 0 chooses the step all processes restore, before any workload starts.
 
+The workload may append metric events, one JSON line each ({"step":N,"metrics":{"loss":0.5}}), to
+the file ADV_METRICS_FILE names (<job dir>/metrics.jsonl, else a temporary file); with a store,
+process 0 ships its complete lines with the output, under runs/<run>/attempts/<n>/metrics/.
+
 Options:
   --store URL       file:///path or s3://bucket/prefix?endpoint=…&region=…&forcePathStyle=true
                     (default: $ADV_STORE; none: no checkpoints, logs or heartbeats in a store)

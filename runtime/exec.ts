@@ -8,7 +8,8 @@
  * one file (dist/adv-exec.mjs) that backends ship.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ckptPrefix } from './checkpoint.js';
@@ -18,6 +19,8 @@ import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
 import { planSession, sessionOutcome, type Session } from './exec-setup.js';
 import { exitRecord, signalNumber } from './exit-record.js';
 import { LEASE_FILE, watchLease } from './lease.js';
+import { METRICS_FILE_ENV } from './metrics.js';
+import { METRICS_FILE_NAME } from './metrics-ship.js';
 import { processStartTicks } from './proc.js';
 import {
   CANCEL_FILE,
@@ -97,6 +100,8 @@ interface Ctx {
   startedAt: string;
   fwd: StopForwarder;
   worker: Worker | undefined;
+  /** A temporary dir of ours holding the metrics file, when there is no job dir: removed at the end. */
+  metricsTmp: string | undefined;
   /** An interactive session (`ADV_SESSION`) runs instead of the command. */
   interactive?: PreparedSession;
 }
@@ -112,6 +117,12 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
   const log = (l: string) => rawLog(redactText(l, secrets));
   // Listening from the start: a stop notice during the restore barrier ends the attempt cleanly.
   const fwd = new StopForwarder((opts.graceSec ?? 30) * 1000, log, opts.stopSignal);
+  let metricsTmp: string | undefined;
+  const setUpHere = (o: ExecOptions) => {
+    const c = setUp(o, log, secrets, fwd);
+    metricsTmp = c.metricsTmp;
+    return c;
+  };
   try {
     let interactive: PreparedSession | undefined;
     try {
@@ -130,9 +141,9 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
       const at = new Date().toISOString();
       const message = `the session could not be prepared: ${(e as Error).message}`;
       const record = { exitCode: 2, reason: ExitReason.StartFailed, message, startedAt: at, finishedAt: at };
-      return await failBeforeStart(setUp(opts, log, secrets, fwd), record);
+      return await failBeforeStart(setUpHere(opts), record);
     }
-    const ctx = { ...setUp(opts, log, secrets, fwd), ...(interactive ? { interactive } : {}) };
+    const ctx = { ...setUpHere(opts), ...(interactive ? { interactive } : {}) };
     const start = await beforeStart(ctx);
     if ('record' in start) return await failBeforeStart(ctx, start.record);
     // The setup session (ADV_SETUP's steps, a uv project's environment) the workload starts in.
@@ -150,6 +161,7 @@ export async function advExec(opts: ExecOptions): Promise<{ code: number; record
     return await runWorkload(ctx, start.cwd, start.outputs, session);
   } finally {
     fwd.dispose();
+    if (metricsTmp) rmSync(metricsTmp, { recursive: true, force: true });
   }
 }
 
@@ -185,6 +197,8 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
     ADV_ARTIFACT_DIR: artifactDir,
     ...(jobDir ? { ADV_JOB_DIR: jobDir } : {}),
   };
+  const metrics = metricsFile(jobDir, !topo.process, log);
+  contract[METRICS_FILE_ENV] = metrics.file;
   const worker = opts.store
     ? new Worker({
         store: opts.store,
@@ -201,10 +215,36 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
         ...(opts.finishTimeoutSec ? { finishTimeoutMs: opts.finishTimeoutSec * 1000 } : {}),
         ...(opts.progress ? { progress: opts.progress } : {}),
         ...(process.env.ADV_EXEC_HOLD_PART ? { holdPartWhile: process.env.ADV_EXEC_HOLD_PART } : {}),
+        metricsFile: metrics.file,
+        secrets,
       })
     : undefined;
   const startedAt = new Date().toISOString();
-  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker };
+  const metricsTmp = metrics.tmpDir;
+  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker, metricsTmp };
+}
+
+/**
+ * The file the workload appends its metric lines to: `<job dir>/metrics.jsonl` (the same path for
+ * every process of a job; only process 0's is shipped), or one in a temporary dir of ours. Process
+ * 0 starts it empty, so lines left by an earlier run in the same job dir are not shipped as this
+ * attempt's.
+ */
+function metricsFile(
+  jobDir: string | undefined,
+  primary: boolean,
+  log: (line: string) => void,
+): { file: string; tmpDir?: string } {
+  const tmpDir = jobDir ? undefined : mkdtempSync(join(tmpdir(), 'adv-metrics-'));
+  const file = join(jobDir ?? tmpDir!, METRICS_FILE_NAME);
+  try {
+    if (primary) writeFileSync(file, '');
+  } catch (e) {
+    log(
+      `warning: cannot start the metrics file ${file} (${(e as Error).message}): the workload's metric lines may not reach the store`,
+    );
+  }
+  return { file, ...(tmpDir ? { tmpDir } : {}) };
 }
 
 type BeforeStart = { cwd: string; outputs: string[] } | { record: ExitRecord };

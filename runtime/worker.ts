@@ -1,7 +1,7 @@
 /**
  * The object-store side of `adv exec`: restore before the workload starts, upload every finished
- * checkpoint while it runs (step-finder.ts says which are finished), heartbeats, logs in immutable
- * parts, and the exit record.
+ * checkpoint while it runs (step-finder.ts says which are finished), heartbeats, logs and metrics
+ * (metrics-ship.ts) in immutable parts, and the exit record.
  *
  * A multi-host attempt (N processes, one adv exec each) commits as a gang (gang.ts): every process
  * ships its files and a part record, process 0 writes the manifest once all parts are there
@@ -25,6 +25,7 @@ import {
 } from './checkpoint.js';
 import { bounded } from './bounded.js';
 import { GangCommitter } from './committer.js';
+import { MetricsShipper } from './metrics-ship.js';
 import { hashStoredStep, shareOf, writePart } from './gang.js';
 import { workerHeartbeatKey, type Heartbeat } from './heartbeat.js';
 import type { ExitRecord } from './records.js';
@@ -74,6 +75,14 @@ export interface WorkerOptions {
   holdPartWhile?: string;
   /** What says which steps are finished, where not the default for `ckptMode` (tests). */
   finder?: StepFinder;
+  /**
+   * The workload's metrics file (`$ADV_METRICS_FILE`): process 0 ships its lines with the logs
+   * (metrics-ship.ts), dropping any line that holds one of `secrets`.
+   */
+  metricsFile?: string;
+  secrets?: readonly string[];
+  /** How often the metrics file's size is looked at, to ship a part once it holds `logPartBytes`. Default 250 ms. */
+  metricsPollMs?: number;
 }
 
 /** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
@@ -89,6 +98,8 @@ export class Worker {
   private scanTimer: NodeJS.Timeout | undefined;
   private partTimer: NodeJS.Timeout | undefined;
   private logTimer: NodeJS.Timeout | undefined;
+  private metricsTimer: NodeJS.Timeout | undefined;
+  private readonly metrics: MetricsShipper | undefined;
   private readonly pending = new Set<number>();
   private uploading: Promise<void> = Promise.resolve();
   private current: number | undefined;
@@ -133,6 +144,18 @@ export class Worker {
             processes: this.n,
             log: o.log,
             committed: (m, ms) => this.committed(m, ms),
+          })
+        : undefined;
+    this.metrics =
+      this.primary && o.metricsFile
+        ? new MetricsShipper({
+            store: o.store,
+            run: o.run,
+            attempt: o.attempt,
+            file: o.metricsFile,
+            log: o.log,
+            ...(o.secrets ? { secrets: o.secrets } : {}),
+            ...(o.logPartBytes ? { partBytes: o.logPartBytes } : {}),
           })
         : undefined;
   }
@@ -209,8 +232,15 @@ export class Worker {
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
   async start(): Promise<void> {
     this.started = true;
-    this.logTimer = setInterval(() => void this.flushLogs(), this.o.logFlushMs ?? 2000);
+    this.logTimer = setInterval(() => {
+      void this.flushLogs();
+      void this.metrics?.flush();
+    }, this.o.logFlushMs ?? 2000);
     this.logTimer.unref();
+    if (this.metrics) {
+      this.metricsTimer = setInterval(() => void this.metrics!.poll(), this.o.metricsPollMs ?? 250);
+      this.metricsTimer.unref();
+    }
     if (this.finder instanceof DirStepFinder) {
       this.watcher = chokidar.watch(this.o.ckptDir, { depth: 1, ignoreInitial: true });
       this.watcher.on('all', () => this.scheduleScan(100));
@@ -407,7 +437,7 @@ export class Worker {
    * step that runs out is logged and left behind (a transfer still under way ends with the process).
    */
   async finish(record: ExitRecord, opts: { workloadExitedOnItsOwn: boolean }): Promise<void> {
-    for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer, this.partTimer])
+    for (const t of [this.scanTimer, this.heartbeatTimer, this.logTimer, this.partTimer, this.metricsTimer])
       if (t) clearInterval(t);
     const budgetMs = this.o.finishTimeoutMs ?? FINISH_TIMEOUT_MS;
     const deadline = Date.now() + budgetMs;
@@ -422,6 +452,7 @@ export class Worker {
       this.scan(true, opts.workloadExitedOnItsOwn).then(() => this.uploading),
     );
     await step(`shipping its output to ${url}`, this.flushLogs());
+    if (this.metrics) await step(`shipping its metrics to ${url}`, this.metrics.flush(true));
     if (this.committer)
       await step(`the other processes' parts of its last checkpoint`, this.committer.settle(deadline));
     // Process 0 ends last (once the others' workloads ran: not when it failed before they could).
