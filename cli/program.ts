@@ -14,6 +14,7 @@ import { registerFork } from './commands/fork.js';
 import { registerGet } from './commands/get.js';
 import { registerInit } from './commands/init.js';
 import { registerLogs } from './commands/logs.js';
+import { registerMetrics } from './commands/metrics.js';
 import { registerNotebook } from './commands/notebook.js';
 import { registerPlan } from './commands/plan.js';
 import { registerReconcile } from './commands/reconcile.js';
@@ -76,6 +77,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerFork(program, io);
   registerReconcile(program, io);
   registerLogs(program, io);
+  registerMetrics(program, io);
   registerCkpt(program, io);
   registerExec(program);
   registerRun(program, io);

@@ -17,6 +17,8 @@ import {
   type StatusDoc,
 } from '../../controller/index.js';
 import { renderTable } from '../format.js';
+import { describeMetrics } from './metrics.js';
+import type { StoreOpts } from '../store.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
 
@@ -30,6 +32,8 @@ export function registerDescribe(program: Command, io: Io): void {
     .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
+    .option('--store <url>', "object store for a run's metrics (default: $ADV_STORE, else the Storage spec)")
+    .option('--data-dir <dir>', "the controller's data dir (where a file store's relative path starts)")
     .addOption(
       new Option('-o, --output <format>', 'text, or the whole status document')
         .choices(['text', 'yaml', 'json'])
@@ -134,6 +138,7 @@ export function registerDescribe(program: Command, io: Io): void {
             out.push('', 'Scheduling (why each backend was chosen):');
             for (const a of decisions) out.push(safe`  #${a.n}  ${a.why}`);
           }
+          out.push(...(await describeMetrics(opts as StoreOpts, io, name)));
           out.push(...(await history(r, 'run', name)));
           io.stdout.write(out.join('\n') + '\n');
         } finally {
