@@ -7,7 +7,7 @@ import { openCommandStore, type StoreOpts } from '../store.js';
 import { printable, type Io } from '../output.js';
 
 /** `--attempt N`: a whole number from 1. */
-function attemptNumber(v: string): number {
+export function attemptNumber(v: string): number {
   const n = Number(v);
   if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < 1)
     throw new AdvError(ErrorCode.UsageError, `--attempt takes a whole number from 1, not "${printable(v)}"`, {

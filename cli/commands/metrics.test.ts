@@ -168,5 +168,6 @@ describe('adv metrics', () => {
     // The part written just before the exit record is printed too, and every point once.
     expect(io.out()).toContain('80,2,,0.8');
     expect(io.out().match(/^60,2,/gm)).toHaveLength(1);
+    expect(io.out().match(/^step,attempt,/gm)).toHaveLength(1); // one header, not one per part
   }, 120_000);
 });

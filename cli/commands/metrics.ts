@@ -23,6 +23,7 @@ import { checkName } from '../names.js';
 import { printable, type Io } from '../output.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
+import { attemptNumber } from './logs.js';
 
 /** One row of the table: a step of one attempt, with a value per selected metric. */
 export interface MetricRow {
@@ -128,16 +129,6 @@ export async function describeMetrics(opts: StoreOpts, io: Io, run: string): Pro
   } catch {
     return [];
   }
-}
-
-/** `--attempt N`: a whole number from 1. */
-function attemptNumber(v: string): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < 1)
-    throw new AdvError(ErrorCode.UsageError, `--attempt takes a whole number from 1, not "${printable(v)}"`, {
-      hint: 'adv describe run NAME lists the attempts',
-    });
-  return n;
 }
 
 interface MetricsOpts extends StoreOpts {
@@ -345,7 +336,9 @@ class FollowPrinter {
     }));
     if (this.opts.output === 'csv') {
       const csv = metricsCsv(this.names, rows, false);
-      return void this.io.stdout.write(this.headed ? csv.slice(csv.indexOf('\n') + 1) : csv);
+      this.io.stdout.write(this.headed ? csv.slice(csv.indexOf('\n') + 1) : csv);
+      this.headed = true;
+      return;
     }
     const cells = (c: string[]) => c.map((x, i) => (i < c.length - 1 ? x.padEnd(12) : x)).join(' ') + '\n';
     if (!this.headed)
