@@ -11,7 +11,7 @@ import { attemptPrefix } from '../../runtime/checkpoint.js';
 import { metricsPrefix, type AttemptMetrics } from '../../runtime/metrics.js';
 import { FileStore } from '../../runtime/store/file.js';
 import { runCli } from '../program.js';
-import { formatMetric, metricRows, metricsCsv } from './metrics.js';
+import { describeMetrics, formatMetric, metricRows, metricsCsv, metricsSection } from './metrics.js';
 
 let tmp: string;
 beforeAll(async () => {
@@ -128,6 +128,21 @@ describe('adv metrics', () => {
       `50,2,${2 / 50}`,
       `60,2,${2 / 60}`,
     ]);
+  });
+
+  it('adv describe run gets the last value of each metric on the curve; nothing without metrics or a store', async () => {
+    const { store, url } = await seeded('describe');
+    const lines = await metricsSection(store, 'r');
+    expect(lines[1]).toBe('Metrics (last value; adv metrics r shows them all):');
+    expect(lines[2]!.split('\n').map((l) => l.split(/\s+/))).toEqual([
+      ['METRIC', 'LAST', 'STEP', 'ATTEMPT'],
+      ['acc', '0.4', '40', '1'],
+      ['loss', '0.0333333', '60', '2'],
+    ]);
+    expect(await metricsSection(store, 'other')).toEqual([]);
+    expect(await describeMetrics({ store: url }, captureIo({}, tmp), 'r')).toEqual(lines);
+    // No --store, no $ADV_STORE, no specs repo here: the rest of describe goes on without it.
+    expect(await describeMetrics({}, captureIo({}, tmp), 'r')).toEqual([]);
   });
 
   it('says what is wrong: no metrics, an unknown metric, an attempt without metrics', async () => {
