@@ -185,7 +185,7 @@ export class MetricsShipper {
     let lines = 0;
     let secretLines = 0;
     if (!secrets.length) {
-      for (const b of chunk) if (b === NL) lines++;
+      for (let at = chunk.indexOf(NL); at >= 0; at = chunk.indexOf(NL, at + 1)) lines++;
       return { body: chunk, lines: lines + (chunk.at(-1) === NL ? 0 : 1), secretLines };
     }
     const keep: string[] = [];
