@@ -103,7 +103,7 @@ ${cases}
            *) _adv_offer "$cur" < <(_adv_names runs) ;; esac ;;
     dag) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words graph);
          else _adv_offer "$cur" < <(_adv_names dags); fi ;;
-    logs|retry) _adv_offer "$cur" < <(_adv_names runs) ;;
+    logs|metrics|retry) _adv_offer "$cur" < <(_adv_names runs) ;;
     ckpt) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words ls pull gc);
           else _adv_offer "$cur" < <(_adv_names runs); fi ;;
     completion) _adv_offer "$cur" < <(_adv_words bash zsh fish) ;;
@@ -131,7 +131,7 @@ function fish(verbs: string[], flags: Record<string, string>): string {
     'complete -c adv -f',
     `complete -c adv -n __fish_use_subcommand -a "${verbs.map(word).join(' ')}"`,
     'complete -c adv -n "__fish_seen_subcommand_from get" -a "runs dags backends"',
-    `complete -c adv -n "__fish_seen_subcommand_from describe logs retry cancel reconcile" -a "(${fishNames('runs', 'run')})"`,
+    `complete -c adv -n "__fish_seen_subcommand_from describe logs metrics retry cancel reconcile" -a "(${fishNames('runs', 'run')})"`,
     `complete -c adv -n "__fish_seen_subcommand_from dag" -a "graph (${fishNames('dags', 'dag')})"`,
   ];
   for (const [verb, f] of Object.entries(flags))
