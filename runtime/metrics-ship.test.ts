@@ -188,23 +188,29 @@ describe('the worker and adv exec ship the metrics file', () => {
     expect((await readAttemptMetrics(store, 'w', 1)).map((e) => e.step)).toEqual([1, 2, 3]);
   }, 120_000);
 
-  it('adv exec sets ADV_METRICS_FILE (in the job dir, or a temporary dir it removes) and ships it', async () => {
+  it('adv exec sets ADV_METRICS_FILE (in the job dir, or a temporary dir it removes) and ships it, less the lines holding a secret value', async () => {
     const dir = fresh();
     await mkdir(dir, { recursive: true });
     const store = new FileStore(join(dir, 'store'));
     const jobDir = join(dir, 'job');
     const write = `printf '%s\\n' '{"step":1,"metrics":{"loss":1}}' '{"step":2,"metrics":{"loss":0.5}}' >> "$ADV_METRICS_FILE"`;
+    // A line holding the value of a secret the backend delivered (named in ADV_REDACT) is not shipped.
+    const leak = `echo "{\\"step\\":3,\\"metrics\\":{\\"$API_TOKEN\\":1}}" >> "$ADV_METRICS_FILE"`;
     const { record } = await advExec({
       run: 'e',
       attempt: 1,
-      argv: ['sh', '-c', write],
+      argv: ['sh', '-c', `${write}; ${leak}`],
       jobDir,
       store,
+      env: { ADV_REDACT: 'API_TOKEN', API_TOKEN: 'tok-5ecret-value' },
       log: () => {},
     });
     expect(record.reason).toBe('Completed');
     expect((await readAttemptMetrics(store, 'e', 1)).map((e) => e.metrics.loss)).toEqual([1, 0.5]);
-    expect(existsSync(join(jobDir, 'metrics.jsonl'))).toBe(true);
+    // The workload did write it.
+    expect(await readFile(join(jobDir, 'metrics.jsonl'), 'utf8')).toContain(
+      '{"step":3,"metrics":{"tok-5ecret-value":1}}',
+    );
 
     // No job dir: a temporary dir of adv exec's own, gone once it has ended.
     const seen = join(dir, 'seen');
