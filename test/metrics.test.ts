@@ -15,6 +15,8 @@ import { runCli } from '../cli/program.js';
 import { git } from '../controller/git/native.js';
 import { attemptPrefix, latestCommitted } from '../runtime/checkpoint.js';
 import { readAttemptMetrics, type AttemptMetrics } from '../runtime/metrics.js';
+import { isSameProcessAlive } from '../runtime/proc.js';
+import { EXEC_FILE, readJson, type ExecRecord } from '../runtime/records.js';
 import { FileStore } from '../runtime/store/file.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { waitFor } from './helpers/wait.js';
@@ -35,7 +37,18 @@ afterAll(() => removeTree(tmp));
 
 /** Processes a test started: killed (with their process group) if the test ended before they did. */
 const running = new Set<ChildProcess>();
+/** Job dirs of the attempts a test started: adv exec runs the workload in a group of its own. */
+const jobs: string[] = [];
 afterEach(async () => {
+  for (const job of jobs.splice(0)) {
+    const exec = readJson<ExecRecord>(job, EXEC_FILE);
+    try {
+      if (exec?.childPid && isSameProcessAlive(exec.childPid, exec.childStartTicks))
+        process.kill(-exec.childPid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
   for (const child of running) {
     try {
       process.kill(-child.pid!, 'SIGKILL');
@@ -72,6 +85,7 @@ function start(cmd: string[], cwd: string, env: NodeJS.ProcessEnv = {}) {
 /** The bundled adv exec for one attempt of run `r`. */
 function attempt(n: number, url: string, hold: string, holdAt: number) {
   const job = join(tmp, `job-${n}`);
+  jobs.push(job);
   return {
     job,
     ...start(
