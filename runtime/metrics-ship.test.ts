@@ -188,6 +188,34 @@ describe('the worker and adv exec ship the metrics file', () => {
     expect((await readAttemptMetrics(store, 'w', 1)).map((e) => e.step)).toEqual([1, 2, 3]);
   }, 120_000);
 
+  it('ships a part once the threshold is crossed, long before the log timer', async () => {
+    const dir = fresh();
+    await mkdir(dir, { recursive: true });
+    const store = new FileStore(join(dir, 'store'));
+    const file = join(dir, 'm.jsonl');
+    await writeFile(file, '');
+    const w = new Worker({
+      store,
+      run: 't',
+      attempt: 1,
+      ckptDir: join(dir, 'ckpt'),
+      log: () => {},
+      heartbeatSec: 3600,
+      logFlushMs: 3_600_000,
+      logPartBytes: 1000,
+      metricsPollMs: 20,
+      metricsFile: file,
+    });
+    await w.start();
+    await appendFile(file, Array.from({ length: 40 }, (_, i) => line(i)).join(''));
+    for (let i = 0; !(await partsOf(store, 't', 1)).length; i++) {
+      if (i > 2000) throw new Error('no metrics part shipped past the threshold within 100 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await readAttemptMetrics(store, 't', 1)).length).toBe(40);
+    await w.finish(RECORD, { workloadExitedOnItsOwn: true });
+  }, 120_000);
+
   it('adv exec sets ADV_METRICS_FILE (in the job dir, or a temporary dir it removes) and ships it, less the lines holding a secret value', async () => {
     const dir = fresh();
     await mkdir(dir, { recursive: true });

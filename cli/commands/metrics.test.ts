@@ -184,5 +184,19 @@ describe('adv metrics', () => {
     expect(io.out()).toContain('80,2,,0.8');
     expect(io.out().match(/^60,2,/gm)).toHaveLength(1);
     expect(io.out().match(/^step,attempt,/gm)).toHaveLength(1); // one header, not one per part
+    // -o json follows as JSON lines: one event each, with its attempt.
+    const json = captureIo({}, tmp);
+    expect(await runCli(['metrics', 'r', '--store', url, '-f', '--interval', '20', '-o', 'json'], json)).toBe(
+      0,
+    );
+    const events = json
+      .out()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { attempt: number; step: number });
+    expect(events.map((e) => `${e.attempt}/${e.step}`)).toEqual([
+      ...[10, 20, 30, 40, 50].map((s) => `1/${s}`),
+      ...[40, 50, 60, 70, 80].map((s) => `2/${s}`),
+    ]);
   }, 120_000);
 });
