@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ckptPrefix } from './checkpoint.js';
+import { ckptPrefix, type CheckpointManifest } from './checkpoint.js';
 import { distributedEnv, type Topology } from './dist-env.js';
 import { downloadOutput } from './artifacts.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
@@ -42,6 +42,7 @@ import type { TailLines } from './setup.js';
 import type { ObjectStore } from './store/types.js';
 import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
 import { Worker } from './worker.js';
+import { retentionFromEnv, type RetentionKeeper } from './retention.js';
 
 export interface ExecOptions {
   run: string;
@@ -97,6 +98,7 @@ interface Ctx {
   startedAt: string;
   fwd: StopForwarder;
   worker: Worker | undefined;
+  retention: RetentionKeeper | undefined;
   /** An interactive session (`ADV_SESSION`) runs instead of the command. */
   interactive?: PreparedSession;
 }
@@ -185,6 +187,11 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
     ADV_ARTIFACT_DIR: artifactDir,
     ...(jobDir ? { ADV_JOB_DIR: jobDir } : {}),
   };
+  // Process 0 applies the run's policy.checkpoints after each commit.
+  const retention =
+    opts.store && topo.process === 0
+      ? retentionFromEnv({ ...process.env, ...opts.env }, opts.store, opts.run, log)
+      : undefined;
   const worker = opts.store
     ? new Worker({
         store: opts.store,
@@ -201,10 +208,11 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
         ...(opts.finishTimeoutSec ? { finishTimeoutMs: opts.finishTimeoutSec * 1000 } : {}),
         ...(opts.progress ? { progress: opts.progress } : {}),
         ...(process.env.ADV_EXEC_HOLD_PART ? { holdPartWhile: process.env.ADV_EXEC_HOLD_PART } : {}),
+        ...(retention ? { afterCommit: (m: CheckpointManifest) => retention.committed(m) } : {}),
       })
     : undefined;
   const startedAt = new Date().toISOString();
-  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker };
+  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker, retention };
 }
 
 type BeforeStart = { cwd: string; outputs: string[] } | { record: ExitRecord };
@@ -268,6 +276,7 @@ function abortion(signal: AbortSignal): Promise<never> {
 async function failBeforeStart(ctx: Ctx, record: ExitRecord): Promise<{ code: number; record: ExitRecord }> {
   ctx.log(record.message!);
   await ctx.worker?.finish(record, { workloadExitedOnItsOwn: true });
+  await ctx.retention?.settled();
   if (ctx.jobDir) writeRecord(ctx.jobDir, EXIT_FILE, record, ctx.log);
   return { code: record.exitCode, record };
 }
@@ -359,6 +368,7 @@ async function runWorkload(
     }));
   // Upload what the workload finished (its last checkpoint in the grace period included).
   await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
+  await ctx.retention?.settled();
   if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
   if (record.message) log(record.message);
   return { code: record.exitCode, record };

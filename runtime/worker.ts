@@ -74,6 +74,8 @@ export interface WorkerOptions {
   holdPartWhile?: string;
   /** What says which steps are finished, where not the default for `ckptMode` (tests). */
   finder?: StepFinder;
+  /** Told of each step this process committed (process 0): retention.ts's RetentionKeeper. */
+  afterCommit?: (m: CheckpointManifest) => void;
 }
 
 /** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
@@ -398,6 +400,7 @@ export class Worker {
     this.o.log(
       `committed checkpoint ${m.step} (${m.files.length} files, ${m.totalBytes} bytes${m.processes ? `, ${m.processes} processes` : ''}, ${ms} ms)`,
     );
+    this.o.afterCommit?.(m);
     void this.heartbeat();
   }
 
