@@ -103,7 +103,7 @@ export function registerCkpt(program: Command, io: Io): void {
     .action(async (runs: string[], opts: GcOpts) => {
       runs.forEach((run) => checkName(run));
       const override = flagPolicy(opts);
-      const specs = override ? new Map<string, RetentionPolicy>() : await specPolicies(opts, io);
+      const specs = override ? new Map<string, RetentionPolicy | string>() : await specPolicies(opts, io);
       const store = await openCommandStore(opts, io);
       const names = runs.length
         ? runs
@@ -111,6 +111,12 @@ export function registerCkpt(program: Command, io: Io): void {
       let total = 0;
       for (const run of names) {
         const policy = override ?? specs.get(run) ?? { keepLast: 3 };
+        if (typeof policy === 'string') {
+          io.stderr.write(
+            `${printable(run)}: skipped: its spec (${policy}) is invalid, so its policy.checkpoints is unknown; fix it (adv validate) or pass --keep-last/--keep-every/--keep-best\n`,
+          );
+          continue;
+        }
         const r = await collectCheckpoints(store, run, {
           policy,
           protect: await liveRestore(store, run),
@@ -157,11 +163,12 @@ function flagPolicy(opts: GcOpts): RetentionPolicy | undefined {
 }
 
 /**
- * `policy.checkpoints` of every Run in the specs repo, by name; empty when there is no repo to
- * read (a --store given outside one): the default then applies.
+ * `policy.checkpoints` of every Run in the specs repo, by name (an invalid Run spec: where it is
+ * wrong, so its checkpoints are not collected by a default it never asked for); empty when there
+ * is no repo to read (a --store given outside one): the default then applies.
  */
-async function specPolicies(opts: GcOpts, io: Io): Promise<Map<string, RetentionPolicy>> {
-  const out = new Map<string, RetentionPolicy>();
+async function specPolicies(opts: GcOpts, io: Io): Promise<Map<string, RetentionPolicy | string>> {
+  const out = new Map<string, RetentionPolicy | string>();
   let repo: string;
   try {
     repo = await resolveRepo(opts.repo, io.cwd);
@@ -173,10 +180,12 @@ async function specPolicies(opts: GcOpts, io: Io): Promise<Map<string, Retention
     anyBranch: true,
   });
   try {
-    for (const o of (await wt.load()).objects) {
+    const specs = await wt.load();
+    for (const o of specs.objects) {
       const policy = o.kind === 'Run' ? (o.object as Run).spec.policy?.checkpoints : undefined;
       if (policy) out.set(o.name, policy);
     }
+    for (const d of specs.invalid) if (d.kind === 'Run' && d.name) out.set(d.name, `${d.file}:${d.line}`);
   } finally {
     await wt.close();
   }
