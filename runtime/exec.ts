@@ -276,7 +276,7 @@ function abortion(signal: AbortSignal): Promise<never> {
 async function failBeforeStart(ctx: Ctx, record: ExitRecord): Promise<{ code: number; record: ExitRecord }> {
   ctx.log(record.message!);
   await ctx.worker?.finish(record, { workloadExitedOnItsOwn: true });
-  await ctx.retention?.settled();
+  await ctx.retention?.finish();
   if (ctx.jobDir) writeRecord(ctx.jobDir, EXIT_FILE, record, ctx.log);
   return { code: record.exitCode, record };
 }
@@ -368,7 +368,7 @@ async function runWorkload(
     }));
   // Upload what the workload finished (its last checkpoint in the grace period included).
   await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
-  await ctx.retention?.settled();
+  await ctx.retention?.finish();
   if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
   if (record.message) log(record.message);
   return { code: record.exitCode, record };

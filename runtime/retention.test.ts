@@ -1,7 +1,20 @@
 import type { Static } from '@sinclair/typebox';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { RetentionSchema } from '../controller/spec/schema.js';
-import { parseKeepBest, parseRetention, planRetention, type RetentionPolicy } from './retention.js';
+import { listCheckpoints, uploadCheckpoint } from './checkpoint.js';
+import { metricsPrefix } from './metrics.js';
+import {
+  parseKeepBest,
+  parseRetention,
+  planRetention,
+  RetentionKeeper,
+  retentionFromEnv,
+  type RetentionPolicy,
+} from './retention.js';
+import { openStore } from './store/index.js';
 
 const curve = (pairs: [number, number][]) => pairs.map(([step, value]) => ({ step, value }));
 
@@ -115,5 +128,59 @@ describe('parseRetention / parseKeepBest', () => {
 
   it('refuses a keep-best without a mode', () => {
     expect(() => parseKeepBest('loss')).toThrow(/METRIC:min or METRIC:max/);
+  });
+});
+
+describe('RetentionKeeper (adv exec)', () => {
+  it('deletes after a commit what the policy does not keep, and judges again at the end with late metrics', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'adv-keeper-'));
+    try {
+      const store = await openStore(`file://${join(dir, 'store')}`);
+      for (const step of [10, 20, 30, 40]) {
+        const src = join(dir, `src-${step}`);
+        await mkdir(src);
+        await writeFile(join(src, 'w'), String(step));
+        await uploadCheckpoint(store, { run: 'r', step, attempt: 1, dir: src });
+      }
+      const logLoss = (part: number, step: number, loss: number) =>
+        store.put(
+          `${metricsPrefix('r', 1)}part-00000${part}`,
+          JSON.stringify({ step, metrics: { loss } }) + '\n',
+        );
+      await logLoss(0, 10, 0.5);
+      await logLoss(1, 20, 0.1);
+      const lines: string[] = [];
+      const keeper = new RetentionKeeper({
+        store,
+        run: 'r',
+        policy: { keepBest: { metric: 'loss', mode: 'min' } },
+        log: (l) => lines.push(l),
+      });
+      const steps = async () => (await listCheckpoints(store, 'r')).map((i) => i.step);
+      keeper.committed({ step: 40 });
+      await keeper.settled();
+      // 30 and 40 have no loss yet: kept until they do.
+      expect(await steps()).toEqual([40, 30, 20]);
+      expect(lines).toEqual(['retention: deleted checkpoint 10 (not among the 1 best by loss)']);
+      await logLoss(2, 30, 0.3);
+      await logLoss(3, 40, 0.4);
+      await keeper.finish();
+      expect(await steps()).toEqual([40, 20]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('is absent without a policy, and says why for one that does not parse', async () => {
+    const store = await openStore(`file://${tmpdir()}/adv-keeper-none`);
+    const lines: string[] = [];
+    expect(retentionFromEnv({}, store, 'r', (l) => lines.push(l))).toBeUndefined();
+    expect(
+      retentionFromEnv({ ADV_RETENTION: '{"keepLast":0}' }, store, 'r', (l) => lines.push(l)),
+    ).toBeUndefined();
+    expect(lines[0]).toMatch(/^warning: ADV_RETENTION: keepLast must be a whole number ≥ 1, not 0; no checkpoint is deleted by this attempt$/);
+    expect(retentionFromEnv({ ADV_RETENTION: '{"keepLast":2}' }, store, 'r', () => {})).toBeInstanceOf(
+      RetentionKeeper,
+    );
   });
 });

@@ -222,11 +222,24 @@ export class RetentionKeeper {
     },
   ) {}
 
+  private newest: number | undefined;
+
   /** A step committed: apply the policy (not awaited by the caller). */
-  committed(m: CheckpointManifest): void {
+  committed(m: Pick<CheckpointManifest, 'step'>): void {
+    this.newest = Math.max(m.step, this.newest ?? m.step);
     if (this.queued) return;
     this.queued = true;
-    this.running = this.running.then(() => this.pass(m.step));
+    this.running = this.running.then(() => this.pass(this.newest!));
+  }
+
+  /**
+   * At adv exec's end, after the final writes (the last metrics among them): one more pass when
+   * this attempt committed anything, so keepBest judges with every point the attempt logged; then
+   * waits for it (bounded).
+   */
+  async finish(boundMs = SETTLE_MS): Promise<void> {
+    if (this.newest !== undefined) this.committed({ step: this.newest });
+    await this.settled(boundMs);
   }
 
   /** Resolves once no pass is under way or queued, or after `boundMs` (adv exec's end is bounded). */
