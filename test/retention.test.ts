@@ -47,15 +47,18 @@ const committedSteps = async (store: ObjectStore, run: string) =>
 
 /**
  * A workload that commits steps 10..50, each after logging its loss, and waits for each commit
- * before the next (so no step is superseded before upload). The metric line goes into the store
- * where adv exec ships the metrics file (`metricsPrefix`), written by the workload itself here:
- * what is tested is retention reading it, not the shipping.
+ * before the next (so no step is superseded before upload). The metric line goes to
+ * `$ADV_METRICS_FILE`, which adv exec ships into the store; where no adv exec sets it yet (before
+ * the metrics shipping lands), the workload writes the line where adv exec would ship it
+ * (`metricsPrefix`) itself: what is tested here is retention reading it.
  */
 const KEEP_SCRIPT = `set -eu
-m="$STORE/runs/keep/attempts/$ADV_ATTEMPT/metrics"; mkdir -p "$m"
+m="$STORE/runs/keep/attempts/$ADV_ATTEMPT/metrics"
 for pair in 10:0.9 20:0.3 30:0.5 40:0.6 50:0.7; do
   s=\${pair%%:*}; loss=\${pair#*:}
-  printf '{"step":%s,"metrics":{"loss":%s}}\\n' "$s" "$loss" > "$m/part-0000$s"
+  line=$(printf '{"step":%s,"metrics":{"loss":%s}}' "$s" "$loss")
+  if [ -n "\${ADV_METRICS_FILE:-}" ]; then echo "$line" >> "$ADV_METRICS_FILE"
+  else mkdir -p "$m"; echo "$line" > "$m/part-0000$s"; fi
   mkdir -p "$ADV_CKPT_DIR/$s"; echo "$s" > "$ADV_CKPT_DIR/$s/weights"; touch "$ADV_CKPT_DIR/$s/COMMITTED"
   i=0; while [ ! -f "$STORE/runs/keep/ckpt/$s/manifest.json" ]; do
     i=$((i+1)); [ "$i" -lt 2400 ] || { echo "step $s never committed"; exit 9; }; sleep 0.05
