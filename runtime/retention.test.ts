@@ -178,7 +178,9 @@ describe('RetentionKeeper (adv exec)', () => {
     expect(
       retentionFromEnv({ ADV_RETENTION: '{"keepLast":0}' }, store, 'r', (l) => lines.push(l)),
     ).toBeUndefined();
-    expect(lines[0]).toMatch(/^warning: ADV_RETENTION: keepLast must be a whole number ≥ 1, not 0; no checkpoint is deleted by this attempt$/);
+    expect(lines[0]).toMatch(
+      /^warning: ADV_RETENTION: keepLast must be a whole number ≥ 1, not 0; no checkpoint is deleted by this attempt$/,
+    );
     expect(retentionFromEnv({ ADV_RETENTION: '{"keepLast":2}' }, store, 'r', () => {})).toBeInstanceOf(
       RetentionKeeper,
     );
