@@ -326,54 +326,6 @@ export async function restoreLatest(
   return undefined;
 }
 
-export interface GcOptions {
-  /** Keep the newest K committed checkpoints (default 3). */
-  keepLast?: number;
-  /** Also keep every checkpoint whose step is a multiple of N. */
-  keepEvery?: number;
-  /** Uncommitted step dirs younger than this are left alone (an upload may be running). Default 1 h. */
-  graceMs?: number;
-  dryRun?: boolean;
-  now?: number;
-}
-
-/**
- * Retention and garbage: deletes committed checkpoints beyond the retention rules, and step dirs
- * that no manifest names (interrupted uploads) once they are older than the grace period.
- * Manifests are deleted FIRST, so a half-finished delete leaves garbage, never a broken checkpoint.
- */
-export async function gcCheckpoints(
-  store: ObjectStore,
-  run: string,
-  o: GcOptions = {},
-): Promise<{ deleted: string[]; kept: number[] }> {
-  const keepLast = o.keepLast ?? 3;
-  const now = o.now ?? Date.now();
-  const infos = await listCheckpoints(store, run);
-  const committed = infos.filter((i) => i.manifest && !i.problem).map((i) => i.step);
-  const keep = new Set(committed.slice(0, keepLast));
-  if (o.keepEvery) for (const s of committed) if (s % o.keepEvery === 0) keep.add(s);
-  const deleted: string[] = [];
-  for (const info of infos) {
-    if (keep.has(info.step)) continue;
-    const prefix = stepPrefix(run, info.step);
-    const objects: { key: string; lastModified?: Date }[] = [];
-    for await (const obj of store.list(prefix)) objects.push(obj);
-    const isGarbage = !info.manifest || Boolean(info.problem);
-    const newest = Math.max(0, ...objects.map((x) => x.lastModified?.getTime() ?? 0));
-    if (isGarbage && now - newest < (o.graceMs ?? 3_600_000)) continue;
-    const keys = objects.map((x) => x.key);
-    const manifest = keys.filter((k) => k.endsWith('/' + MANIFEST));
-    const rest = keys.filter((k) => !k.endsWith('/' + MANIFEST));
-    if (!o.dryRun) {
-      await store.delete(manifest);
-      await store.delete(rest);
-    }
-    deleted.push(...manifest, ...rest);
-  }
-  return { deleted, kept: [...keep].sort((a, b) => b - a) };
-}
-
 /** sha256 of a local file (for tests and tools). */
 export async function sha256File(path: string): Promise<string> {
   return createHash('sha256')

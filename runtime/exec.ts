@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ckptPrefix } from './checkpoint.js';
+import { ckptPrefix, type CheckpointManifest } from './checkpoint.js';
 import { distributedEnv, type Topology } from './dist-env.js';
 import { downloadOutput } from './artifacts.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
@@ -45,6 +45,7 @@ import type { TailLines } from './setup.js';
 import type { ObjectStore } from './store/types.js';
 import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
 import { Worker } from './worker.js';
+import { retentionFromEnv, type RetentionKeeper } from './retention.js';
 
 export interface ExecOptions {
   run: string;
@@ -102,6 +103,7 @@ interface Ctx {
   worker: Worker | undefined;
   /** A temporary dir of ours holding the metrics file, when there is no job dir: removed at the end. */
   metricsTmp: string | undefined;
+  retention: RetentionKeeper | undefined;
   /** An interactive session (`ADV_SESSION`) runs instead of the command. */
   interactive?: PreparedSession;
 }
@@ -199,6 +201,11 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
   };
   const metrics = metricsFile(jobDir, !topo.process, log);
   contract[METRICS_FILE_ENV] = metrics.file;
+  // Process 0 applies the run's policy.checkpoints after each commit.
+  const retention =
+    opts.store && topo.process === 0
+      ? retentionFromEnv({ ...process.env, ...opts.env }, opts.store, opts.run, log)
+      : undefined;
   const worker = opts.store
     ? new Worker({
         store: opts.store,
@@ -217,11 +224,12 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
         ...(process.env.ADV_EXEC_HOLD_PART ? { holdPartWhile: process.env.ADV_EXEC_HOLD_PART } : {}),
         metricsFile: metrics.file,
         secrets,
+        ...(retention ? { afterCommit: (m: CheckpointManifest) => retention.committed(m) } : {}),
       })
     : undefined;
   const startedAt = new Date().toISOString();
   const metricsTmp = metrics.tmpDir;
-  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker, metricsTmp };
+  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker, metricsTmp, retention };
 }
 
 /**
@@ -308,6 +316,7 @@ function abortion(signal: AbortSignal): Promise<never> {
 async function failBeforeStart(ctx: Ctx, record: ExitRecord): Promise<{ code: number; record: ExitRecord }> {
   ctx.log(record.message!);
   await ctx.worker?.finish(record, { workloadExitedOnItsOwn: true });
+  await ctx.retention?.finish();
   if (ctx.jobDir) writeRecord(ctx.jobDir, EXIT_FILE, record, ctx.log);
   return { code: record.exitCode, record };
 }
@@ -399,6 +408,7 @@ async function runWorkload(
     }));
   // Upload what the workload finished (its last checkpoint in the grace period included).
   await worker?.finish(record, { workloadExitedOnItsOwn: !fwd.killedByUs && !result.signal });
+  await ctx.retention?.finish();
   if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
   if (record.message) log(record.message);
   return { code: record.exitCode, record };

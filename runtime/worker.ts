@@ -83,6 +83,8 @@ export interface WorkerOptions {
   secrets?: readonly string[];
   /** How often the metrics file's size is looked at, to ship a part once it holds `logPartBytes`. Default 250 ms. */
   metricsPollMs?: number;
+  /** Told of each step this process committed (process 0): retention.ts's RetentionKeeper. */
+  afterCommit?: (m: CheckpointManifest) => void;
 }
 
 /** Default of `finishTimeoutMs`: room for a large last checkpoint on a slow link. */
@@ -428,6 +430,7 @@ export class Worker {
     this.o.log(
       `committed checkpoint ${m.step} (${m.files.length} files, ${m.totalBytes} bytes${m.processes ? `, ${m.processes} processes` : ''}, ${ms} ms)`,
     );
+    this.o.afterCommit?.(m);
     void this.heartbeat();
   }
 

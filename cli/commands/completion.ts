@@ -97,13 +97,13 @@ ${cases}
          case "$prev" in run|runs) _adv_offer "$cur" < <(_adv_names runs) ;;
            dag|dags) _adv_offer "$cur" < <(_adv_names dags) ;;
            backend|backends) _adv_offer "$cur" < <(_adv_names backends) ;; esac ;;
-    describe|cancel|reconcile)
+    describe|cancel|reconcile|retry)
          if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words run dag; _adv_names runs); return; fi
          case "$prev" in dag) _adv_offer "$cur" < <(_adv_names dags) ;;
            *) _adv_offer "$cur" < <(_adv_names runs) ;; esac ;;
     dag) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words graph);
          else _adv_offer "$cur" < <(_adv_names dags); fi ;;
-    logs|metrics|retry) _adv_offer "$cur" < <(_adv_names runs) ;;
+    logs|metrics) _adv_offer "$cur" < <(_adv_names runs) ;;
     ckpt) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words ls pull gc);
           else _adv_offer "$cur" < <(_adv_names runs); fi ;;
     completion) _adv_offer "$cur" < <(_adv_words bash zsh fish) ;;

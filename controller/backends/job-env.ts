@@ -9,6 +9,7 @@
  * travels there (the adapter writes the job's variables into the job's env file).
  */
 
+import { createHash } from 'node:crypto';
 import type { JobRequest } from './types.js';
 
 /** Variables a job on the controller's machine takes from the controller's environment. */
@@ -61,5 +62,41 @@ export function setupVariables(job: Pick<JobRequest, 'setup' | 'uv'>): Record<st
   return {
     ...(job.setup?.length ? { ADV_SETUP: JSON.stringify(job.setup) } : {}),
     ...(job.uv ? { ADV_UV: JSON.stringify(job.uv) } : {}),
+  };
+}
+
+/** The variable that names a run for experiment trackers, the same in every attempt. */
+export const TRACKING_ID_ENV = 'ADV_TRACKING_ID';
+
+/**
+ * A run's tracking id: stable across its attempts, so a resumed attempt continues the same tracked
+ * run (W&B, anything keyed by an id the client chooses). `anchor` tells runs of one name apart
+ * where they are different runs: the controller passes when it first saw the run (its status's
+ * `createdAt`), `adv run` the store its checkpoints are in. Lowercase letters, digits and `-`,
+ * at most 64 characters: what W&B takes as a run id.
+ */
+export function trackingId(run: string, anchor: string): string {
+  const hash = createHash('sha256').update(`${run}\n${anchor}`).digest('hex').slice(0, 8);
+  const readable = run
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .slice(0, 55)
+    .replace(/^-+|-+$/g, '');
+  return readable ? `${readable}-${hash}` : hash;
+}
+
+/**
+ * The tracking variables of a job: `ADV_TRACKING_ID`, and W&B's own (`WANDB_RUN_ID` = it,
+ * `WANDB_RESUME=allow`, `WANDB_NAME` = the run, `WANDB_RUN_GROUP` = the DAG or sweep it belongs
+ * to). The caller lets the run's own `env` replace the WANDB_* ones.
+ */
+export function trackingVariables(run: string, anchor: string, group?: string): Record<string, string> {
+  const id = trackingId(run, anchor);
+  return {
+    [TRACKING_ID_ENV]: id,
+    WANDB_RUN_ID: id,
+    WANDB_RESUME: 'allow',
+    WANDB_NAME: run,
+    ...(group ? { WANDB_RUN_GROUP: group } : {}),
   };
 }

@@ -328,6 +328,8 @@ function sameChild(a: DesiredRun, b: DesiredRun): boolean {
   return (
     a.generation === b.generation &&
     JSON.stringify(a.labels) === JSON.stringify(b.labels) &&
+    // The retry annotation `adv retry dag` passes to a failed child.
+    JSON.stringify(a.annotations) === JSON.stringify(b.annotations) &&
     a.file === b.file
   );
 }

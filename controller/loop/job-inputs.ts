@@ -114,7 +114,21 @@ export class JobInputs {
       store: this.store?.target,
       ...(backend ? { backend: { name: a.backend, spec: backend.spec } } : {}),
       ...(environment ? { environment } : {}),
+      tracking: trackingOf(a.run, current, labels),
     });
     return labels ? { ...request, labels } : request;
   }
+}
+
+/** The label a sweep's child runs carry (the Sweep kind sets it): their W&B group. */
+const SWEEP_LABEL = 'adventuretime.dev/sweep';
+
+/** A run's tracking anchor (when the controller first saw it) and group (its DAG or sweep). */
+function trackingOf(
+  run: string,
+  current: RunStatusDoc | undefined,
+  labels: Record<string, string> | undefined,
+): { anchor: string; group?: string } {
+  const group = current?.status.owner ?? labels?.[SWEEP_LABEL];
+  return { anchor: current?.status.createdAt ?? run, ...(group ? { group } : {}) };
 }

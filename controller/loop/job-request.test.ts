@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isStalling } from '../errors.js';
 import type { Attempt } from '../status/types.js';
-import { setupVariables } from '../backends/job-env.js';
+import { setupVariables, trackingVariables } from '../backends/job-env.js';
 import type { ResolvedEnvironment } from '../spec/environments.js';
 import { buildJobRequest, envSecrets, missingSecretsMessage } from './job-request.js';
 
@@ -21,6 +21,10 @@ const controllerEnv = {
   HF_HOME: '/data/hf',
 };
 
+/** The env without the tracking variables every job gets (tested on their own below). */
+const untracked = (env: Record<string, string>) =>
+  Object.fromEntries(Object.entries(env).filter(([k]) => !(k in trackingVariables('r', '', 'g'))));
+
 describe('buildJobRequest: only what is named reaches a job', () => {
   it('passes spec env, resolved secrets and the Backend’s passEnv, and nothing else of the controller', () => {
     const req = buildJobRequest(
@@ -35,7 +39,7 @@ describe('buildJobRequest: only what is named reaches a job', () => {
       },
     );
     // The secret travels apart from the env, and adv exec is told its name to mask its value.
-    expect(req.env).toEqual({ HF_HOME: '/data/hf', LR: '0.1', ADV_REDACT: 'WANDB_API_KEY' });
+    expect(untracked(req.env)).toEqual({ HF_HOME: '/data/hf', LR: '0.1', ADV_REDACT: 'WANDB_API_KEY' });
     expect(req.secretEnv).toEqual({ WANDB_API_KEY: 'w-key' });
     expect(JSON.stringify(req)).not.toMatch(/canary/);
     expect(req).toMatchObject({
@@ -77,7 +81,7 @@ describe('buildJobRequest: only what is named reaches a job', () => {
     );
     expect(req.store).toEqual({ url: store.url });
     expect(req.secretEnv).toEqual(store.env);
-    expect(req.env).toEqual({ ADV_REDACT: 'S_ACCESS_KEY_ID,S_SECRET_ACCESS_KEY' });
+    expect(untracked(req.env)).toEqual({ ADV_REDACT: 'S_ACCESS_KEY_ID,S_SECRET_ACCESS_KEY' });
     expect(() =>
       buildJobRequest(
         'r',
@@ -210,5 +214,70 @@ describe('buildJobRequest: setup composed in one place', () => {
     }
     expect(isStalling(err)).toBe(true);
     expect((err as Error).message).toMatch(/^ADV_SETUP .* takes \d+ bytes; Linux refuses a variable over/);
+  });
+});
+
+describe('buildJobRequest: tracking ids and retention', () => {
+  const inputs = { secrets: envSecrets({}), controllerEnv, passEnv: [], store: undefined };
+
+  it('gives every attempt of a run the same tracking id, W&B resume, and its group', () => {
+    const tracking = { anchor: '2026-11-27T10:00:00.000Z', group: 'pipe' };
+    const one = buildJobRequest(
+      'pipe.train',
+      { ...attempt, n: 1 },
+      { command: 'true' },
+      { ...inputs, tracking },
+    );
+    const two = buildJobRequest(
+      'pipe.train',
+      { ...attempt, n: 2 },
+      { command: 'true' },
+      { ...inputs, tracking },
+    );
+    expect(one.env.ADV_TRACKING_ID).toMatch(/^pipe-train-[0-9a-f]{8}$/);
+    expect(two.env).toMatchObject({
+      ADV_TRACKING_ID: one.env.ADV_TRACKING_ID,
+      WANDB_RUN_ID: one.env.ADV_TRACKING_ID,
+      WANDB_RESUME: 'allow',
+      WANDB_NAME: 'pipe.train',
+      WANDB_RUN_GROUP: 'pipe',
+    });
+    // Another life of the name (another first sighting) is another tracked run.
+    const other = buildJobRequest(
+      'pipe.train',
+      attempt,
+      { command: 'true' },
+      {
+        ...inputs,
+        tracking: { anchor: '2026-11-28T10:00:00.000Z' },
+      },
+    );
+    expect(other.env.ADV_TRACKING_ID).not.toBe(one.env.ADV_TRACKING_ID);
+    expect(other.env.WANDB_RUN_GROUP).toBeUndefined();
+  });
+
+  it('lets the spec’s own WANDB_* win, never ADV_TRACKING_ID', () => {
+    const req = buildJobRequest(
+      'r',
+      attempt,
+      { command: 'true', env: { WANDB_RUN_ID: 'mine', WANDB_RESUME: 'must' } },
+      inputs,
+    );
+    expect(req.env).toMatchObject({ WANDB_RUN_ID: 'mine', WANDB_RESUME: 'must' });
+    expect(req.env.ADV_TRACKING_ID).toMatch(/^r-[0-9a-f]{8}$/);
+  });
+
+  it('keeps a long name within 64 characters of W&B’s charset', () => {
+    const name = `a.${'b'.repeat(60)}`;
+    const id = buildJobRequest(name, attempt, { command: 'true' }, inputs).env.ADV_TRACKING_ID!;
+    expect(id.length).toBeLessThanOrEqual(64);
+    expect(id).toMatch(/^[a-z0-9-]+$/);
+  });
+
+  it('passes policy.checkpoints to adv exec as ADV_RETENTION', () => {
+    const checkpoints = { keepLast: 2, keepBest: { metric: 'loss', mode: 'min' as const } };
+    const req = buildJobRequest('r', attempt, { command: 'true', policy: { checkpoints } }, inputs);
+    expect(JSON.parse(req.env.ADV_RETENTION!)).toEqual(checkpoints);
+    expect(buildJobRequest('r', attempt, { command: 'true' }, inputs).env.ADV_RETENTION).toBeUndefined();
   });
 });

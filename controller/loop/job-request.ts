@@ -6,8 +6,9 @@
  */
 import { argvFor } from '../../runtime/exec.js';
 import { REDACT_VAR } from '../../runtime/redact.js';
+import { RETENTION_ENV } from '../../runtime/retention.js';
 import { SESSION_VAR } from '../../runtime/session.js';
-import { passedEnv, setupVariables } from '../backends/job-env.js';
+import { passedEnv, setupVariables, trackingVariables } from '../backends/job-env.js';
 import type { JobRequest } from '../backends/types.js';
 import { StallingError } from '../errors.js';
 import { Reason, type Attempt } from '../status/types.js';
@@ -44,6 +45,11 @@ export interface JobRequestInputs {
   backend?: { name: string; spec: Pick<BackendSpec, 'setup' | 'uv'> };
   /** The run's Environment, resolved (`spec.environment`). */
   environment?: ResolvedEnvironment;
+  /**
+   * What the run's tracking id is made from besides its name (`trackingId`: the controller's first
+   * sight of the run) and the group it belongs to (its DAG or sweep). Default: the store's URL.
+   */
+  tracking?: { anchor: string; group?: string };
 }
 
 /**
@@ -78,7 +84,13 @@ export function buildJobRequest(
       `store credential(s) ${inputs.store.missing.join(', ')} are not set in the controller's environment`,
       "set them in the controller's environment (see the Storage spec's credentialsSecret)",
     );
-  const env: Record<string, string> = { ...passedEnv(inputs.passEnv, inputs.controllerEnv).env, ...spec.env };
+  // The run's own env (and a Backend's passEnv) replaces the WANDB_* defaults.
+  const env: Record<string, string> = {
+    ...trackingVariables(run, inputs.tracking?.anchor ?? inputs.store?.url ?? '', inputs.tracking?.group),
+    ...passedEnv(inputs.passEnv, inputs.controllerEnv).env,
+    ...spec.env,
+    ...(spec.policy?.checkpoints ? { [RETENTION_ENV]: JSON.stringify(spec.policy.checkpoints) } : {}),
+  };
   // Secrets and store credentials travel apart from the env, and adv exec masks their values.
   const secretEnv: Record<string, string> = { ...inputs.store?.env };
   for (const s of spec.secrets ?? []) {

@@ -5,7 +5,7 @@
  */
 import type { DagNode, DagSpec, RunSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
-import { canonicalJson, generationOf, type DesiredRun } from './run-plan-model.js';
+import { canonicalJson, generationOf, RETRY_ANNOTATION, type DesiredRun } from './run-plan-model.js';
 
 /** Child run name of a node. */
 export const childName = (dag: string, node: string): string => `${dag}.${node}`;
@@ -130,9 +130,18 @@ export class DagPlanCaches {
     return out;
   }
 
-  /** The child Run of `node`; `stop` suspends it (failFast). Built and hashed once, not every pass. */
-  childRun(desired: DesiredDag, node: DagNode, storeUrl: string | undefined, stop: boolean): DesiredRun {
-    const key = `${desired.name}|${desired.generation}|${JSON.stringify(desired.labels ?? {})}|${desired.file}|${storeUrl ?? ''}|${node.id}|${stop}`;
+  /**
+   * The child Run of `node`; `stop` suspends it (failFast), `retry` (the DAG's retry annotation)
+   * asks the Run planner for a new attempt of it. Built and hashed once, not every pass.
+   */
+  childRun(
+    desired: DesiredDag,
+    node: DagNode,
+    storeUrl: string | undefined,
+    stop: boolean,
+    retry?: string,
+  ): DesiredRun {
+    const key = `${desired.name}|${desired.generation}|${JSON.stringify(desired.labels ?? {})}|${desired.file}|${storeUrl ?? ''}|${node.id}|${stop}|${retry ?? ''}`;
     const hit = this.childRuns.get(key);
     if (hit) return hit;
     const spec = nodeRunSpec(desired.name, desired.spec, node, storeUrl);
@@ -144,6 +153,7 @@ export class DagPlanCaches {
       file: desired.file,
       owner: desired.name,
       labels: { ...(desired.labels ?? {}), [DAG_LABEL]: desired.name, [NODE_LABEL]: node.id },
+      ...(retry ? { annotations: { [RETRY_ANNOTATION]: retry } } : {}),
     };
     this.childRuns.set(key, made);
     return made;

@@ -17,7 +17,13 @@ import {
 } from '../status/types.js';
 import { childName, type DagPlanCaches } from './dag-plan-children.js';
 import type { DagPlan, DagPlanContext, DagPlanInput, DesiredDag, InvalidDag } from './dag-plan.js';
-import { canonicalJson, generationOf, markInvalid, type DesiredRun } from './run-plan-model.js';
+import {
+  canonicalJson,
+  generationOf,
+  markInvalid,
+  RETRY_ANNOTATION,
+  type DesiredRun,
+} from './run-plan-model.js';
 
 /** The working state of one `planDag` call once there is a spec to act on. */
 export interface DagWork {
@@ -177,13 +183,27 @@ function planNode(w: DagWork, node: DagNode): void {
   if (create) {
     // failFast: live siblings of a failure are cancelled (suspended) too.
     const stop = Boolean(w.desired.spec.failFast && w.failedSoFar && LIVE_NODE_PHASES.has(ns.phase));
-    w.children.push(w.caches.childRun(w.desired, node, w.ctx.storeUrl, stop));
+    w.children.push(w.caches.childRun(w.desired, node, w.ctx.storeUrl, stop, retryOf(w, child)));
   }
   ns.since = prev && prev.phase === ns.phase && prev.attempts === ns.attempts ? prev.since : w.now;
   if (ns.phase === Phase.Failed) w.failedSoFar = true;
   // The same node as before is the same object: nothing to compare or write for it.
   if (prev && sameNode(prev, ns)) w.nodes[node.id] = prev;
   else w.nodesChanged = true;
+}
+
+/**
+ * `adv retry dag`: the DAG's retry annotation, passed to a failed child that has not handled it
+ * yet; the Run planner then starts a new attempt with a fresh budget (`retryAnnotation`). Once the
+ * child moves on it is no longer passed, so a child that fails again is not retried again by the
+ * same request. The nodes skipped after it wait again by themselves, and the succeeded nodes
+ * never see it.
+ */
+function retryOf(w: DagWork, child: RunStatusDoc | undefined): string | undefined {
+  const retry = w.desired.annotations?.[RETRY_ANNOTATION];
+  if (!retry || child?.status.phase !== Phase.Failed || child.status.lastHandledRetryAt === retry)
+    return undefined;
+  return retry;
 }
 
 /** A node whose child exists: the child's phase, attempts and times. */

@@ -122,6 +122,45 @@ describe('planDag', () => {
     expect(p.doc!.status.counts).toEqual({ Failed: 1, Skipped: 1, Succeeded: 2 });
   });
 
+  it('adv retry dag: the retry annotation reaches only the failed child, until it has handled it', () => {
+    const AT = '2026-11-22T13:00:00.000Z';
+    const kids = {
+      'p.tokenize': run('p.tokenize', 'Succeeded'),
+      'p.train': run('p.train', 'Failed', 3),
+      'p.eval': run('p.eval', 'Succeeded'),
+    };
+    const retried = (children: Record<string, RunStatusDoc>) =>
+      planDag(
+        {
+          name: 'p',
+          desired: { ...dag(), annotations: { 'adventuretime.dev/retry-requested-at': AT } },
+          child: (n) => children[n],
+          outputReady: () => true,
+        },
+        ctx,
+      );
+    const asked = retried(kids);
+    const annotations = Object.fromEntries(asked.children.map((c) => [c.name, c.annotations]));
+    expect(annotations).toEqual({
+      'p.tokenize': undefined,
+      'p.train': { 'adventuretime.dev/retry-requested-at': AT },
+      'p.eval': undefined,
+    });
+    // The child took it (a new attempt): the skipped node waits for it again; no second retry.
+    const again = {
+      ...kids['p.train'],
+      status: { ...kids['p.train'].status, phase: 'Scheduling' as const, lastHandledRetryAt: AT },
+    };
+    const next = retried({ ...kids, 'p.train': again });
+    expect(next.children.find((c) => c.name === 'p.train')!.annotations).toBeUndefined();
+    expect(next.doc!.status.nodes.rollouts).toMatchObject({ phase: 'Waiting', reason: 'WaitingForNeeds' });
+    expect(next.doc!.status.phase).toBe('Running');
+    const failedAgain = { ...again, status: { ...again.status, phase: 'Failed' as const } };
+    expect(
+      retried({ ...kids, 'p.train': failedAgain }).children.find((c) => c.name === 'p.train')!.annotations,
+    ).toBeUndefined();
+  });
+
   it('failFast: what has not started is skipped, what runs is cancelled', () => {
     const spec = {
       ...PIPE,

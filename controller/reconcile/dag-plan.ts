@@ -38,6 +38,8 @@ export interface DesiredDag {
   name: string;
   spec: DagSpec;
   labels?: Record<string, string>;
+  /** `adv retry dag` sets the retry annotation: its failed nodes' children get it (dag-plan-steps.ts). */
+  annotations?: Record<string, string>;
   generation: string;
   file: string;
 }

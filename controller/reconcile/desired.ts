@@ -39,6 +39,7 @@ export function desiredDag(o: LoadedObject): DesiredDag {
     generation: generationOf(dag.spec),
     file: o.file,
     ...(dag.metadata.labels ? { labels: dag.metadata.labels } : {}),
+    ...(dag.metadata.annotations ? { annotations: dag.metadata.annotations } : {}),
   };
 }
 

@@ -132,9 +132,28 @@ export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: 
       return setupFailure(doc, a, spec, e);
     case EndClass.UserError:
       setReady(doc.status, Reason.Error, now);
+      if (!retryable(a, spec)) return notRetryable(doc, a, spec, now);
       break;
   }
   userFailure(doc, a, spec, nowMs, e);
+}
+
+/** `policy.retryOn.exitCodes`: absent, every user-code failure is worth another attempt. */
+function retryable(a: Attempt, spec: RunSpec): boolean {
+  const codes = spec.policy?.retryOn?.exitCodes;
+  return !codes || (a.exitCode !== undefined && codes.includes(a.exitCode));
+}
+
+/** An exit code `policy.retryOn` does not list: the run fails now, whatever attempts are left. */
+function notRetryable(doc: RunStatusDoc, a: Attempt, spec: RunSpec, now: string): void {
+  const codes = spec.policy!.retryOn!.exitCodes.join(', ');
+  const message = `${where(a)} exited ${a.exitCode ?? 'without an exit code'}, which policy.retryOn.exitCodes (${codes}) does not list: not retried`;
+  doc.status.conditions = setCondition(
+    doc.status.conditions,
+    { type: ConditionType.Retryable, status: 'False', reason: Reason.ExitCodeNotRetryable, message },
+    now,
+  );
+  setPhase(doc, Phase.Failed, Reason.ExitCodeNotRetryable, message);
 }
 
 function recordEnd(a: Attempt, e: AttemptEnd, now: string): void {

@@ -321,6 +321,7 @@ export const retryAnnotation: RunStep = (w) => {
   if (!retry || retry === st.lastHandledRetryAt) return undefined;
   st.lastHandledRetryAt = retry;
   clearStalled(st);
+  st.conditions = removeCondition(st.conditions, ConditionType.Retryable);
   if (TERMINAL_PHASES.has(st.phase) && !w.spec.suspend) {
     st.budgetFromAttempt = (st.attempts.at(-1)?.n ?? 0) + 1;
     delete st.nextAttemptAfter;

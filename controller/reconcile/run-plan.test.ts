@@ -203,6 +203,39 @@ describe('planRun', () => {
     expect(final.actions).toEqual([]);
   });
 
+  describe('policy.retryOn.exitCodes', () => {
+    const spec: RunSpec = { ...base, policy: { maxAttempts: 3, retryOn: { exitCodes: [75, 137] } } };
+    const end = (o: ObservedJob) =>
+      planRun({ name: 'r', desired: desired(spec), current: running(spec), observed: o }, ctx());
+
+    it('retries an exit code it lists, with backoff, within maxAttempts', () => {
+      const p = end(obs('Failed', { exitCode: 75 }));
+      expect(p.doc!.status).toMatchObject({ phase: 'Scheduling', reason: 'BackoffWaiting' });
+      expect(p.doc!.status.conditions.find((c) => c.type === 'Retryable')).toBeUndefined();
+    });
+
+    it.each([1, undefined])(
+      'fails the run at once on exit code %s, saying why in a condition',
+      (exitCode) => {
+        const p = end(obs('Failed', exitCode === undefined ? {} : { exitCode }));
+        expect(p.doc!.status).toMatchObject({ phase: 'Failed', reason: 'ExitCodeNotRetryable' });
+        expect(p.doc!.status.nextAttemptAfter).toBeUndefined();
+        expect(p.doc!.status.message).toContain('policy.retryOn.exitCodes (75, 137) does not list');
+        expect(p.doc!.status.conditions.find((c) => c.type === 'Retryable')).toMatchObject({
+          status: 'False',
+          reason: 'ExitCodeNotRetryable',
+        });
+        expect(p.actions).toEqual([]);
+      },
+    );
+
+    it('leaves preemption alone: it is always retried', () => {
+      const p = end(obs('Preempted', { exitCode: 1 }));
+      expect(p.doc!.status.phase).toBe('Scheduling');
+      expect(p.doc!.status.reason).not.toBe('ExitCodeNotRetryable');
+    });
+  });
+
   it('a failed setup step: the step in the status, the next attempt at once on another backend, counted', () => {
     const spec: RunSpec = { ...base, policy: { maxAttempts: 2 } };
     const said =

@@ -40,6 +40,7 @@ export const CONTRACT_VARIABLES: readonly string[] = [
   'ADV_LOCAL_PROCESS_ID',
   'ADV_LOCAL_PROCESS_COUNT',
   'ADV_LOCAL_DEVICE_COUNT',
+  'ADV_TRACKING_ID',
   ...JOB_BASE_ENV,
 ];
 

@@ -191,6 +191,54 @@ export const ParallelismSchema = strict(
   'Explicit parallelism plan, validated against `resources` before dispatch and passed to the workload as `ADV_PARALLELISM` (JSON).',
 );
 
+/** `policy.checkpoints`: which committed checkpoints the store keeps (runtime/retention.ts). */
+export const RetentionSchema = strict(
+  {
+    keepLast: optional(
+      Type.Integer({
+        minimum: 1,
+        description: 'Keep the newest N committed checkpoints (the newest is always kept).',
+      }),
+    ),
+    keepEvery: optional(
+      Type.Integer({ minimum: 1, description: 'Also keep every checkpoint whose step is a multiple of N.' }),
+    ),
+    keepBest: optional(
+      strict(
+        {
+          metric: Type.String({
+            minLength: 1,
+            maxLength: 128,
+            description:
+              "A metric the workload logs (`$ADV_METRICS_FILE`), read at each step from the run's curve.",
+          }),
+          mode: StringEnum(
+            ['min', 'max'] as const,
+            '`min`: lower is better (a loss); `max`: higher is better.',
+          ),
+          count: optional(
+            Type.Integer({ minimum: 1, description: 'How many of the best to keep. Default 1.' }),
+          ),
+        },
+        'Also keep the checkpoints with the best value of a logged metric at their step.',
+      ),
+    ),
+  },
+  'Which committed checkpoints to keep; the others are deleted after each new commit (by adv exec) and by `adv ckpt gc`. A step that matches any rule is kept. Absent: every checkpoint is kept (adv ckpt gc keeps the newest 3).',
+);
+
+/** `policy.retryOn`: which user-code failures are worth another attempt. */
+export const RetryOnSchema = strict(
+  {
+    exitCodes: Type.Array(Type.Integer({ minimum: 0, maximum: 255 }), {
+      minItems: 1,
+      description:
+        'Exit codes that get another attempt (within maxAttempts); any other exit code fails the run at once (condition `Retryable` False, reason `ExitCodeNotRetryable`).',
+    }),
+  },
+  'Which failures of the user code are retried. Absent: every one is, up to maxAttempts. Preemption and infrastructure failures are always retried.',
+);
+
 const BackoffSchema = strict(
   {
     initialSec: optional(Type.Number({ minimum: 0, description: 'First delay before a retry. Default 30.' })),
@@ -273,6 +321,8 @@ export const PolicySchema = strict(
         'What an immutable change (command, code, resources) does to a live run: `Reject` (default) keeps the run and sets `SpecChangeRejected`; `Restart` cancels it and starts a new attempt from the last checkpoint.',
       ),
     ),
+    checkpoints: optional(RetentionSchema),
+    retryOn: optional(RetryOnSchema),
   },
   'Retry, checkpoint and guardrail policy.',
 );

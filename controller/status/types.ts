@@ -47,6 +47,8 @@ export const ConditionType = {
   Lost: 'Lost',
   /** A process of the current multi-host attempt has not finished its restore: its workload waits. */
   Restoring: 'Restoring',
+  /** False: the last attempt's exit code is not in `policy.retryOn.exitCodes`, so the run failed at once. */
+  Retryable: 'Retryable',
   /** (Backend) It failed several runs in a row; the solver tries it after the others. */
   Degraded: 'Degraded',
   /**
@@ -63,6 +65,8 @@ export const ConditionType = {
 
 /** Reasons, as constants so tests and users can match on them. */
 export const Reason = {
+  /** The user code exited with a code `policy.retryOn.exitCodes` does not list: no further attempt. */
+  ExitCodeNotRetryable: 'ExitCodeNotRetryable',
   SpecDeleted: 'SpecDeleted',
   Suspended: 'Suspended',
   Completed: 'Completed',
