@@ -229,7 +229,20 @@ function setUp(opts: ExecOptions, log: (l: string) => void, secrets: string[], f
     : undefined;
   const startedAt = new Date().toISOString();
   const metricsTmp = metrics.tmpDir;
-  return { opts, log, secrets, jobDir, ckptDir, artifactDir, contract, startedAt, fwd, worker, metricsTmp, retention };
+  return {
+    opts,
+    log,
+    secrets,
+    jobDir,
+    ckptDir,
+    artifactDir,
+    contract,
+    startedAt,
+    fwd,
+    worker,
+    metricsTmp,
+    retention,
+  };
 }
 
 /**
