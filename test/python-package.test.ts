@@ -3,19 +3,26 @@
  * and wandb of the project's .venv), and the two ways a user installs it — the wheel `adv python
  * wheel` prints, into a fresh venv, and `pip install` of the source dir.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { cp, mkdtemp } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { latestCommitted } from '../runtime/checkpoint.js';
+import { openStore } from '../runtime/store/index.js';
 import { removeTree } from './helpers/io.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
+import { waitFor } from './helpers/wait.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..');
 const ADV = join(ROOT, 'dist', 'cli', 'adv.js');
+const EXEC = join(ROOT, 'dist', 'adv-exec.mjs');
+const EXAMPLE = join(ROOT, 'examples', 'helper-jax', 'train.py');
+/** Starting JAX, compiling, a few Orbax saves: slow on a busy CPU. */
+const ATTEMPT_MS = 240_000;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 /** Two-process JAX and torch jobs, Orbax saves, wandb: minutes on a busy machine, never hours. */
 const SUITE_MS = 900_000;
@@ -156,4 +163,107 @@ describe.skipIf(!ok)('the adventuretime Python package', () => {
     });
     expect(imported.out.trim()).toBe(join(ROOT, 'runtime', 'python', 'src', 'adventuretime', '__init__.py'));
   });
+
+  it(
+    'runs examples/helper-jax under adv exec: preempted, saved on the notice, resumed, same result',
+    async () => {
+      const url = `file://${join(tmp, 'store')}`;
+      const store = await openStore(url);
+      const hold = join(tmp, 'hold');
+      await writeFile(hold, '');
+      const train = ['--steps', '60', '--ckpt-every', '10', '--hold-file', hold, '--hold-at', '35'];
+      const first = execAttempt(url, 1, train);
+      // Step 35 is past the last periodic save (30): only the save on the notice can commit it.
+      await waitFor(() => first.out().includes('holding at step 35'), {
+        what: 'the first attempt to hold at step 35',
+        timeoutMs: ATTEMPT_MS,
+        giveUpIf: () => first.exited() && 'adv exec exited',
+        detail: first.out,
+      });
+      first.child.kill('SIGTERM');
+      const code1 = await first.code;
+      expect(first.out()).toContain('stopped at step 35');
+      expect(code1, first.out()).toBe(143);
+      expect((await latestCommitted(store, 'helper'))?.step, first.out()).toBe(35);
+
+      await rm(hold);
+      const second = execAttempt(url, 2, train);
+      expect(await second.code, second.out()).toBe(0);
+      expect(second.out()).toContain('attempt 2: resumed from step 35');
+      const resumed = /done at step 60: .*/.exec(second.out())?.[0];
+      expect(resumed, second.out()).toBeDefined();
+
+      // The same script alone (no adv exec, no contract): local defaults, and the same parameters.
+      const alone = join(tmp, 'alone');
+      await mkdir(alone);
+      const r = await sh(PYTHON, [EXAMPLE, '--steps', '60', '--ckpt-every', '10'], {
+        cwd: alone,
+        env: cleanEnv({ PYTHONPATH: join(ROOT, 'runtime', 'python', 'src'), JAX_PLATFORMS: 'cpu' }),
+        timeout: ATTEMPT_MS,
+      });
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toContain('attempt 1: starting from scratch');
+      expect(/done at step 60: .*/.exec(r.out)?.[0]).toBe(resumed);
+    },
+    3 * ATTEMPT_MS,
+  );
 });
+
+/** One attempt of the example under the bundled adv exec, its output collected. */
+function execAttempt(url: string, attempt: number, args: string[]) {
+  const job = join(tmp, `job${attempt}`);
+  const child = spawn(
+    process.execPath,
+    [
+      EXEC,
+      '--store',
+      url,
+      '--run',
+      'helper',
+      '--attempt',
+      String(attempt),
+      '--job-dir',
+      job,
+      '--commit-mode',
+      'marker',
+      '--grace',
+      '120',
+      '--',
+      PYTHON,
+      EXAMPLE,
+      ...args,
+    ],
+    {
+      cwd: tmp,
+      env: cleanEnv({ PYTHONPATH: join(ROOT, 'runtime', 'python', 'src'), JAX_PLATFORMS: 'cpu' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  let exited = false;
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const limit = setTimeout(() => {
+    out += `\n(test: no end after ${ATTEMPT_MS / 1000} s; killed)`;
+    child.kill('SIGKILL');
+  }, ATTEMPT_MS);
+  const code = new Promise<number | null>((resolve) =>
+    child.on('close', (c) => {
+      exited = true;
+      clearTimeout(limit);
+      killWorkload(job);
+      resolve(c);
+    }),
+  );
+  return { child, code, out: () => out, exited: () => exited };
+}
+
+/** Kills what is left of a workload's process group (when adv exec died before it could). */
+function killWorkload(job: string): void {
+  try {
+    const { childPid } = JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number };
+    process.kill(-childPid, 'SIGKILL');
+  } catch {
+    // no record, or already gone
+  }
+}

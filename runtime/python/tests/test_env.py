@@ -84,6 +84,19 @@ class RunEnvTest(unittest.TestCase):
                     RunEnv.from_env(env)
                 self.assertIn(message, str(c.exception))
 
+    def test_restored_step_is_what_was_there_when_the_process_first_read_it(self):
+        from unittest import mock
+
+        from adventuretime import CheckpointManager
+
+        with TempDir() as d:
+            os.makedirs(os.path.join(d, "5"))
+            write_marker(os.path.join(d, "5"))
+            with mock.patch.dict(os.environ, {"ADV_RUN": "r", "ADV_CKPT_DIR": d}):
+                self.assertEqual(RunEnv.from_env().restored_step, 5)
+                CheckpointManager().save({"a": 1}, 10)
+                self.assertEqual(RunEnv.from_env().restored_step, 5)
+
     def test_a_fresh_attempt_is_not_resumed(self):
         with TempDir() as d:
             e = RunEnv.from_env({"ADV_RUN": "r", "ADV_CKPT_DIR": d})

@@ -43,6 +43,21 @@ time.sleep(0.1)
 print("stopped itself; handler calls:", len(calls), flush=True)
 """
 
+# The stop notice comes while a checkpoint is being written (the state's pickling signals its
+# own process): the handlers must wait for the save to finish rather than cut into it.
+NOTICE_DURING_SAVE = r"""
+import os, signal
+from adventuretime import CheckpointManager, on_preempt
+class State:
+    def __getstate__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return {"n": 1}
+m = CheckpointManager(save_on_preempt=True)
+on_preempt(lambda: print("handler sees step 1 finished:", m.latest() == 1, flush=True))
+m.save(State(), 1)
+print("save returned", flush=True)
+"""
+
 
 def wait_for_file(path, proc):
     deadline = time.monotonic() + SLOW
@@ -96,6 +111,16 @@ class PreemptTest(unittest.TestCase):
             code, out = finish(proc)
             self.assertEqual(code, 0, out)
             self.assertIn("handler calls: 1", out)
+
+    def test_a_notice_during_a_save_waits_for_the_save(self):
+        with TempDir() as d:
+            ckpt = os.path.join(d, "ckpt")
+            code, out = finish(spawn(NOTICE_DURING_SAVE, child_env(ADV_CKPT_DIR=ckpt)))
+            self.assertEqual(code, 128 + signal.SIGTERM, out)
+            self.assertIn("handler sees step 1 finished: True", out)
+            self.assertNotIn("save returned", out)  # it exits as stopped, once the save is done
+            self.assertEqual(sorted(os.listdir(os.path.join(ckpt, "1"))), ["COMMITTED", "state.pkl"])
+            self.assertEqual(os.listdir(ckpt), ["1"])
 
     def test_adv_stop_signal_names_the_one_signal(self):
         with TempDir() as d:

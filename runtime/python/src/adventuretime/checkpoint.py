@@ -22,7 +22,7 @@ import sys
 
 from . import layout
 from .env import RunEnv
-from .preempt import on_preempt
+from .preempt import critical, on_preempt
 
 ORBAX = "orbax"
 TORCH = "torch"
@@ -154,20 +154,22 @@ class CheckpointManager:
         step = int(step)
         if step < 0:
             raise ValueError(f"step {step} is negative")
-        self.wait()
-        self._last = (state, step)
-        if self.remote:
-            return self._save_orbax_remote(state, step)
-        if layout.is_finished(os.path.join(self.directory, str(step))):
-            return False
-        fmt = format_of(state)
-        return _SAVE[fmt](self, state, step)
+        # A stop notice that comes meanwhile is handled after it: a save is never cut in two.
+        with critical():
+            self.wait()
+            self._last = (state, step)
+            if self.remote:
+                return self._save_orbax_remote(state, step)
+            if layout.is_finished(os.path.join(self.directory, str(step))):
+                return False
+            return _SAVE[format_of(state)](self, state, step)
 
     def wait(self):
         """Blocks until the save under way (Orbax's, in the background) is finished and committed."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending()
+        with critical():
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                pending()
 
     def close(self):
         self.wait()

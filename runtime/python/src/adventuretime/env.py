@@ -73,6 +73,19 @@ def _inputs(env):
     return out
 
 
+#: ckpt dir -> the step found there the first time this process read the contract: what adv exec
+#: restored, even when RunEnv.from_env() is called again after the workload saved new steps.
+_AT_START = {}
+
+
+def _restored_step(ckpt_dir, own_env):
+    if not own_env:
+        return latest_step(ckpt_dir)
+    if ckpt_dir not in _AT_START:
+        _AT_START[ckpt_dir] = latest_step(ckpt_dir)
+    return _AT_START[ckpt_dir]
+
+
 @dataclass(frozen=True)
 class RunEnv:
     """Where this process is and where its state goes. Build it with ``RunEnv.from_env()``."""
@@ -164,6 +177,6 @@ class RunEnv:
             tracking_id=env.get("ADV_TRACKING_ID") or None,
             inputs=_inputs(env),
             outputs={o: os.path.join(artifact_dir, o) for o in outputs},
-            restored_step=latest_step(ckpt_dir),
+            restored_step=_restored_step(ckpt_dir, env is os.environ),
             managed=bool(env.get("ADV_RUN")),
         )

@@ -13,13 +13,17 @@ import signal
 import sys
 import threading
 import traceback
+from contextlib import contextmanager
 
 _lock = threading.Lock()
 _flag = threading.Event()
 _handlers = []
 _installed = []
 _polled = [False]
-_received = []
+_ran = [False]
+#: Depth of critical sections (a checkpoint being written) and the notice that came during one.
+_depth = [0]
+_deferred = []
 
 
 def stop_signals(env=None):
@@ -36,12 +40,13 @@ def stop_signals(env=None):
     return (signal.SIGTERM, signal.SIGUSR1)
 
 
-def _on_signal(signum, _frame):
+def _run(signum):
+    """The handlers, once; then the exit of a program that does not stop itself."""
     with _lock:
-        first = not _flag.is_set()
-        _flag.set()
-        _received.append(signum)
-        todo = list(_handlers) if first else []
+        if _ran[0]:
+            return
+        _ran[0] = True
+        todo = list(_handlers)
         _handlers.clear()
     for fn in todo:
         try:
@@ -49,8 +54,33 @@ def _on_signal(signum, _frame):
         except Exception:  # one failing handler must not keep the others from running
             print(f"adventuretime: preemption handler {fn!r} failed:", file=sys.stderr)
             traceback.print_exc()
-    if first and not _polled[0]:
+    if not _polled[0]:
         sys.exit(128 + signum)
+
+
+def _on_signal(signum, _frame):
+    _flag.set()
+    if _depth[0] > 0:
+        # A checkpoint is being written on this thread: a save (or an exit) now would cut into
+        # it. The handlers run when it is done (critical()).
+        _deferred.append(signum)
+        return
+    _run(signum)
+
+
+@contextmanager
+def critical():
+    """A section the stop notice must not cut into (writing a checkpoint): its handlers and the
+    exit wait for the section's end."""
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+        if _depth[0] == 0 and _deferred:
+            signum = _deferred[0]
+            _deferred.clear()
+            _run(signum)
 
 
 def install():
@@ -77,7 +107,7 @@ def on_preempt(fn):
     so it works as a decorator."""
     install()
     with _lock:
-        now = _flag.is_set()
+        now = _ran[0]
         if not now:
             _handlers.append(fn)
     if now:
@@ -90,5 +120,6 @@ def _reset_for_tests():
     with _lock:
         _flag.clear()
         _handlers.clear()
-        _received.clear()
+        _deferred.clear()
         _polled[0] = False
+        _ran[0] = False
