@@ -15,6 +15,14 @@ def local_env(ckpt):
     return RunEnv.from_env({"ADV_CKPT_DIR": ckpt})
 
 
+def second_of_two(ckpt, mode):
+    """Process 1 of a 2-process job with no framework up (no barrier to meet at)."""
+    return RunEnv.from_env(
+        {"ADV_CKPT_DIR": ckpt, "ADV_PROCESS_ID": "1", "ADV_NUM_PROCESSES": "2",
+         "ADV_COORDINATOR_ADDRESS": "127.0.0.1:1", "ADV_CKPT_MODE": mode}
+    )
+
+
 class LayoutTest(unittest.TestCase):
     def test_markers_are_the_ones_adv_exec_watches_for(self):
         with open(os.path.join(REPO, "runtime", "checkpoint.ts"), encoding="utf-8") as f:
@@ -93,21 +101,13 @@ class PlainTest(unittest.TestCase):
 
     def test_non_primary_processes_of_a_shared_dir_write_nothing(self):
         with TempDir() as d:
-            env = RunEnv.from_env(
-                {"ADV_CKPT_DIR": d, "ADV_PROCESS_ID": "1", "ADV_NUM_PROCESSES": "2",
-                 "ADV_COORDINATOR_ADDRESS": "127.0.0.1:1", "ADV_CKPT_MODE": "shared"}
-            )
-            CheckpointManager(d, env=env).save({"a": 1}, 3)
+            CheckpointManager(d, env=second_of_two(d, "shared")).save({"a": 1}, 3)
             self.assertEqual(os.listdir(d), [])
 
     def test_non_primary_processes_finish_their_own_dir_with_the_marker_only(self):
         # Per-process dirs: the gang commit waits for every process's part of the step.
         with TempDir() as d:
-            env = RunEnv.from_env(
-                {"ADV_CKPT_DIR": d, "ADV_PROCESS_ID": "1", "ADV_NUM_PROCESSES": "2",
-                 "ADV_COORDINATOR_ADDRESS": "127.0.0.1:1", "ADV_CKPT_MODE": "per-process"}
-            )
-            CheckpointManager(d, env=env).save({"a": 1}, 3)
+            CheckpointManager(d, env=second_of_two(d, "per-process")).save({"a": 1}, 3)
             self.assertEqual(os.listdir(d), ["3"])
             self.assertEqual(os.listdir(os.path.join(d, "3")), ["COMMITTED"])
 
