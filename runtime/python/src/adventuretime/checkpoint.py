@@ -118,12 +118,15 @@ class CheckpointManager:
     # -- reading ---------------------------------------------------------------------------------
 
     def steps(self):
-        """The finished steps in the dir, oldest first."""
+        """The finished steps in the dir (or at ``$ADV_CKPT_URI`` in store mode), oldest first."""
+        if self.remote:
+            return self._remote_steps()
         return layout.finished_steps(self.directory)
 
     def latest(self):
         """The newest finished step (what adv exec restored at start, or saved since), or None."""
-        return layout.latest_step(self.directory)
+        steps = self.steps()
+        return steps[-1] if steps else None
 
     def restore(self, target=None, step=None):
         """The state saved at ``step`` (default: the latest). ``target``: a template of the state
@@ -136,6 +139,8 @@ class CheckpointManager:
             raise FileNotFoundError(
                 f"no finished checkpoint in {self.directory}: check latest() is not None before restoring"
             )
+        if self.remote:
+            return self._restore_orbax(self._remote_path(step), target)
         path = os.path.join(self.directory, str(int(step)))
         if not layout.is_finished(path):
             raise FileNotFoundError(f"{path} is not a finished checkpoint (no {layout.COMMITTED_MARKER} marker)")
@@ -284,9 +289,34 @@ class CheckpointManager:
         self._pending = commit
         return True
 
+    def _remote_path(self, step):
+        return f"{self.remote.rstrip('/')}/{int(step)}"
+
+    def _remote_steps(self):
+        """Steps at the URI that Orbax committed (``commit_success.txt``, or our marker)."""
+        from etils import epath
+
+        root = epath.Path(self.remote)
+        if not root.exists():
+            return []
+        return sorted(
+            int(p.name)
+            for p in root.iterdir()
+            if layout.is_step_name(p.name) and any((p / m).exists() for m in layout.FINISHED_MARKERS)
+        )
+
     def _save_orbax_remote(self, state, step):
+        """Store mode: Orbax writes straight to the store and commits there (commit_success.txt);
+        adv exec writes the manifest once it sees that. Only Orbax can write there."""
+        if format_of(state) != ORBAX:
+            raise ValueError(
+                f"checkpoint.mode store writes straight to {self.remote}, which only Orbax can do: "
+                "save a JAX pytree, or use checkpoint.mode per-process or shared for this state"
+            )
+        if step in self.steps():
+            return False
         ckptr = self._orbax_checkpointer()
-        ckptr.save(f"{self.remote.rstrip('/')}/{step}", state, force=True)
+        ckptr.save(self._remote_path(step), state, force=True)
         self._pending = ckptr.wait_until_finished
         return True
 
