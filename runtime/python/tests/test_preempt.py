@@ -39,7 +39,7 @@ while not preempted():
         sys.exit("no stop notice came")
     time.sleep(0.01)
 os.kill(os.getpid(), signal.SIGTERM)  # a second notice runs nothing again
-time.sleep(0.1)
+on_preempt(lambda: print("a handler added after the notice runs at once", flush=True))
 print("stopped itself; handler calls:", len(calls), flush=True)
 """
 
@@ -111,6 +111,7 @@ class PreemptTest(unittest.TestCase):
             code, out = finish(proc)
             self.assertEqual(code, 0, out)
             self.assertIn("handler calls: 1", out)
+            self.assertIn("a handler added after the notice runs at once", out)
 
     def test_a_notice_during_a_save_waits_for_the_save(self):
         with TempDir() as d:

@@ -15,7 +15,8 @@ import threading
 import traceback
 from contextlib import contextmanager
 
-_lock = threading.Lock()
+# Reentrant: the handler runs on the main thread, possibly while that thread holds the lock.
+_lock = threading.RLock()
 _flag = threading.Event()
 _handlers = []
 _installed = []
@@ -71,7 +72,11 @@ def _on_signal(signum, _frame):
 @contextmanager
 def critical():
     """A section the stop notice must not cut into (writing a checkpoint): its handlers and the
-    exit wait for the section's end."""
+    exit wait for the section's end. Only the main thread's sections count (the handler runs on
+    the main thread; another thread's save is never cut into by it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _depth[0] += 1
     try:
         yield
@@ -107,19 +112,15 @@ def on_preempt(fn):
     so it works as a decorator."""
     install()
     with _lock:
-        now = _ran[0]
-        if not now:
+        ran_before = _ran[0]
+        if not ran_before:
             _handlers.append(fn)
-    if now:
+        # The notice may be handled between the check and the append (the handler runs on this
+        # thread): then fn was left waiting, and runs now.
+        late = not ran_before and _ran[0] and fn in _handlers
+        if late:
+            _handlers.remove(fn)
+    if ran_before or late:
         fn()
     return fn
 
-
-def _reset_for_tests():
-    """Forgets the notice and the handlers (the installed signal handlers stay)."""
-    with _lock:
-        _flag.clear()
-        _handlers.clear()
-        _deferred.clear()
-        _polled[0] = False
-        _ran[0] = False
