@@ -137,7 +137,7 @@ class CheckpointManager:
             step = self.latest()
         if step is None:
             raise FileNotFoundError(
-                f"no finished checkpoint in {self.directory}: check latest() is not None before restoring"
+                f"no finished checkpoint in {self.remote or self.directory}: check latest() is not None before restoring"
             )
         if self.remote:
             return self._restore_orbax(self._remote_path(step), target)
