@@ -17,6 +17,7 @@ import { registerLogs } from './commands/logs.js';
 import { registerMetrics } from './commands/metrics.js';
 import { registerNotebook } from './commands/notebook.js';
 import { registerPlan } from './commands/plan.js';
+import { registerPython } from './commands/python.js';
 import { registerReconcile } from './commands/reconcile.js';
 import { registerRetry } from './commands/retry.js';
 import { registerRun } from './commands/run.js';
@@ -87,6 +88,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerNotebook(program, io);
   registerShell(program, io);
   registerSsh(program, io);
+  registerPython(program, io);
   return program;
 }
 
