@@ -117,3 +117,4 @@ export { TERMINAL_PHASES } from './status/phases.js';
 // Label selectors (adv get -l, Alert.spec.selector) and notifications (Alert, Provider).
 export { checkSelector, parseSelector, selectorMatches, SELECTOR_HINT } from './selector.js';
 export type { Requirement } from './selector.js';
+export type { AlertDelivery, AlertStatusDoc } from './status/types.js';

@@ -7,7 +7,8 @@
  * is not sent again, what was not is sent after the restart, and the receiver — deduping on the
  * event id, as docs/notifications.md tells receivers to — takes exactly one message per event.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createHmac } from 'node:crypto';
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -22,6 +23,7 @@ import { removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
+const execFileAsync = promisify(execFile);
 const ADV = [process.execPath, join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js')];
 const HOOK_KEY = 'hmac-key-0123456789';
 const GH_TOKEN = 'ghp_fake_token_for_tests';
@@ -135,6 +137,14 @@ function startController(
   return Object.assign(proc, { stderrText: () => err });
 }
 
+async function adv(cwd: string, ...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(ADV[0]!, [...ADV.slice(1), ...args], {
+    cwd,
+    env: { ...process.env, NO_COLOR: '1' },
+  });
+  return stdout;
+}
+
 async function stopProcess(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise((r) => proc.once('exit', r));
@@ -234,7 +244,7 @@ describe('notifications', () => {
             commits?.counts.delivered === 3 &&
             wrong?.counts.failed === 2 &&
             retried?.counts.delivered === 1;
-          return done && { runs, failures, commits, wrong, retried };
+          return done ? { runs, failures, commits, wrong, retried } : undefined;
         },
         {
           what: 'every outbox to settle after the restart',
@@ -299,6 +309,15 @@ describe('notifications', () => {
       expect(receiver.all.filter((r) => r.path === '/flaky').map((r) => r.id)).toEqual(
         Array(3).fill('Run/after/1/RunSucceeded'),
       );
+
+      // What `adv get alerts` / `adv describe alert` show of the outboxes.
+      const alerts = await adv(wt.dir, 'get', 'alerts');
+      expect(alerts).toMatch(/^commits-wrong\s+gh-wrong\s+True\s+0\s+0\s+2\s+\S+\s+HTTP 401/m);
+      expect(alerts).toMatch(/^runs\s+hook\s+True\s+0\s+3\s+0\s/m);
+      expect(await adv(wt.dir, 'get', 'providers')).toMatch(/^hook\s+runs\s+0\s+3\s+0/m);
+      const described = await adv(wt.dir, 'describe', 'alert', 'runs');
+      expect(described).toContain('Deliveries: 0 pending, 3 delivered, 0 failed');
+      expect(described).toMatch(/^runs\s+Run\/held\/1\/RunSucceeded\s+delivered\s+1\s/m);
 
       // No secret is written to the status branch.
       const history = await wt.git('log', '-p', 'adventuretime/status');
