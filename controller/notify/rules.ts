@@ -41,7 +41,12 @@ export function providerRules(error: ErrorFn, p: Provider): void {
     try {
       url = new URL(address);
     } catch {
-      error('AddressInvalid', ['spec', 'address'], `${JSON.stringify(address)} is not a URL`);
+      error(
+        'AddressInvalid',
+        ['spec', 'address'],
+        `${JSON.stringify(address)} is not a URL`,
+        'write an http(s) URL, e.g. "https://hooks.example.com/adventuretime"',
+      );
     }
     if (url && (url.username || url.password))
       error(
