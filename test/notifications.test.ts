@@ -10,18 +10,19 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createHmac } from 'node:crypto';
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AlertStatusDoc, RunStatusDoc } from '../controller/status/types.js';
+import { Controller } from '../controller/controller.js';
+import type { AlertStatusDoc, RunStatusDoc, SourceStatusDoc } from '../controller/status/types.js';
 import { startFakeGithub, type FakeGithub } from './helpers/fake-github.js';
 import { removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { waitFor } from './helpers/wait.js';
+import { passUntil, waitFor } from './helpers/wait.js';
 
 const execFileAsync = promisify(execFile);
 const ADV = [process.execPath, join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js')];
@@ -325,6 +326,52 @@ describe('notifications', () => {
         expect(history).not.toContain(secret);
     } finally {
       await stopProcess(proc, 'SIGTERM');
+      await wt.cleanup();
+    }
+  });
+});
+
+describe('who may change Providers and Alerts', () => {
+  it("with --infra-dir, acts on the operator's and refuses those committed to the specs repo where they are written", async () => {
+    const infra = join(tmp, 'infra');
+    await mkdir(infra, { recursive: true });
+    await writeFile(join(infra, 'local.yaml'), LOCAL_BACKEND);
+    await writeFile(
+      join(infra, 'ops.yaml'),
+      provider('ops', `  type: webhook\n  address: ${receiver.url}/ops\n`) +
+        alert('ops', 'ops', '[RunSucceeded]'),
+    );
+    const wt = await makeWorkTree({
+      'notifications/mine.yaml':
+        provider('mine', `  type: webhook\n  address: ${receiver.url}/mine\n`) +
+        alert('mine', 'mine', '[RunSucceeded]'),
+      'runs/ok.yaml': run('trusted-ok', 'exit 0'),
+    });
+    const c = await Controller.create({
+      repo: wt.dir,
+      dataDir: await mkdtemp(join(tmp, 'data-')),
+      infra: { from: 'dir', dir: infra },
+      pollIntervalMs: 100,
+      fetchIntervalMs: 100,
+    });
+    try {
+      await c.init();
+      await passUntil(c, "the operator's alert delivered", async () =>
+        delivered(await outbox(wt, 'ops'), 'Run/trusted-ok/1/RunSucceeded'),
+      );
+      expect(receiver.count('/ops', 'Run/trusted-ok/1/RunSucceeded')).toBe(1);
+      const source = parse(
+        await wt.git('show', 'adventuretime/status:sources/specs.yaml'),
+      ) as SourceStatusDoc;
+      const refused = source.status.errors.filter((e) => e.code === 'InfraNotAllowed');
+      expect(refused.map((e) => `${e.file}:${e.line} ${e.kind}`).sort()).toEqual([
+        'notifications/mine.yaml:1 Provider',
+        'notifications/mine.yaml:8 Alert',
+      ]);
+      expect(await outbox(wt, 'mine')).toBeUndefined();
+      expect(receiver.all.some((r) => r.path === '/mine')).toBe(false);
+    } finally {
+      await c.stop();
       await wt.cleanup();
     }
   });
