@@ -16,7 +16,7 @@
 import type { Logger } from 'pino';
 import { checkSelector } from '../selector.js';
 import { SecretSources, type SecretSource } from '../secrets.js';
-import { dagEvents, runEvents, sweepEvents, type ObjectEvent } from '../notify/events.js';
+import { dagEvents, runEvents, SWEEP_LABEL, sweepEvents, type ObjectEvent } from '../notify/events.js';
 import {
   applyOutcomes,
   DEFAULT_RETRY,
@@ -66,6 +66,10 @@ export class Notifications {
   private readonly inFlight = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Whether the status may hold outboxes (read once, then kept): a repo without Alerts costs nothing. */
+  private outboxesKnown: boolean | undefined;
+  /** Events of a status document, by document: the planner replaces a document, never edits it. */
+  private readonly eventsOf = new WeakMap<object, ObjectEvent[]>();
 
   /** The controller's instance (made on its first pass, closed with its ports). */
   static of(host: Host, status: StatusWriter, desired: DesiredState, opts: ControllerOptions): Notifications {
@@ -86,7 +90,9 @@ export class Notifications {
   /** Writes outcomes, records new events as pending (staged for this pass's commit), wakes the worker. */
   stage(): void {
     const alerts = this.desired.notify.alerts;
+    if (!alerts.size && this.outboxesKnown === false) return;
     const known = this.status.names('Alert');
+    this.outboxesKnown = alerts.size > 0;
     if (!alerts.size && !known.length) return;
     const nowIso = new Date(this.opts.now()).toISOString();
     const events = alerts.size ? this.deriveEvents() : [];
@@ -141,7 +147,13 @@ export class Notifications {
       const doc = this.status.get<DagStatusDoc>('DAG', n);
       return doc ? dagEvents(doc) : [];
     });
-    return [...runs.flatMap(runEvents), ...dags, ...sweepEvents(runs)];
+    const memo = (doc: RunStatusDoc): ObjectEvent[] => {
+      let events = this.eventsOf.get(doc);
+      if (!events) this.eventsOf.set(doc, (events = runEvents(doc)));
+      return events;
+    };
+    const swept = runs.filter((r) => r.metadata.labels?.[SWEEP_LABEL]);
+    return [...runs.flatMap(memo), ...dags, ...sweepEvents(swept)];
   }
 
   private takeOutcomes(alert: string): Map<string, TryOutcome> {
