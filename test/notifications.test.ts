@@ -192,6 +192,7 @@ describe('notifications', () => {
       alert('failures', 'slack', '[RunFailed]') +
       alert('commits', 'gh', '[RunSucceeded, RunFailed]', '  selector: notify=yes\n') +
       alert('commits-wrong', 'gh-wrong', '[RunSucceeded]', '  selector: notify=yes\n') +
+      alert('preempts', 'hook', '[RunPreempted]', '  selector: kind=preempted\n') +
       alert('retried', 'flaky', '[RunSucceeded]', '  selector: stage=after\n');
     // `held` is the event the receiver holds unanswered until the controller is killed.
     const heldId = 'Run/held/1/RunSucceeded';
@@ -203,6 +204,12 @@ describe('notifications', () => {
       'runs/bad.yaml': run('bad', 'echo failing; exit 3'),
       'runs/held.yaml': run('held', 'exit 0'),
       'runs/quiet.yaml': run('quiet', 'exit 0', '{notify: "no"}'),
+      // Its first attempt is preempted (adv exec takes a SIGTERM, as from a spot reclaim).
+      'runs/pre.yaml': run(
+        'pre',
+        'if [ "$ADV_ATTEMPT" -le 1 ]; then kill -TERM $PPID; sleep 30; fi',
+        '{notify: "no", kind: preempted}',
+      ),
     });
     const dataDir = join(tmp, 'data');
     let proc = startController(wt.dir, dataDir, secrets);
@@ -235,8 +242,8 @@ describe('notifications', () => {
       await wt.commit('add a run after the restart');
       const all = await waitFor(
         async () => {
-          const [runs, failures, commits, wrong, retried] = await Promise.all(
-            ['runs', 'failures', 'commits', 'commits-wrong', 'retried'].map((n) => outbox(wt, n)),
+          const [runs, failures, commits, wrong, retried, preempts] = await Promise.all(
+            ['runs', 'failures', 'commits', 'commits-wrong', 'retried', 'preempts'].map((n) => outbox(wt, n)),
           );
           const done =
             runs?.counts.pending === 0 &&
@@ -244,7 +251,8 @@ describe('notifications', () => {
             failures?.counts.delivered === 1 &&
             commits?.counts.delivered === 3 &&
             wrong?.counts.failed === 2 &&
-            retried?.counts.delivered === 1;
+            retried?.counts.delivered === 1 &&
+            preempts?.counts.delivered === 1;
           return done ? { runs, failures, commits, wrong, retried } : undefined;
         },
         {
@@ -262,6 +270,7 @@ describe('notifications', () => {
         '/hook Run/bad/1/RunFailed',
         '/hook Run/held/1/RunSucceeded',
         '/hook Run/ok/1/RunSucceeded',
+        '/hook Run/pre/1/RunPreempted',
       ]);
       expect(receiver.count('/hook', 'Run/ok/1/RunSucceeded')).toBe(1);
       expect(receiver.count('/hook', 'Run/bad/1/RunFailed')).toBe(1);
@@ -274,6 +283,12 @@ describe('notifications', () => {
         event: 'RunFailed',
         attempt: 1,
         phase: 'Failed',
+      });
+      expect(JSON.parse(receiver.taken.get('/hook Run/pre/1/RunPreempted')!.body)).toMatchObject({
+        alert: 'preempts',
+        event: 'RunPreempted',
+        attempt: 1,
+        phase: 'Preempted',
       });
       // The selector: `quiet` is not labelled notify=yes.
       expect(receiver.all.some((r) => r.id.startsWith('Run/quiet/') && r.path === '/hook')).toBe(false);
@@ -311,11 +326,26 @@ describe('notifications', () => {
         Array(3).fill('Run/after/1/RunSucceeded'),
       );
 
+      // The event is recorded in the same status commit as the transition that made it.
+      const failedAt = await wt.git(
+        'log',
+        '--format=%H',
+        '-S',
+        'phase: Failed',
+        'adventuretime/status',
+        '--',
+        'runs/bad.yaml',
+      );
+      const changed = await wt.git('show', '--name-only', '--format=', failedAt.split('\n').at(-1)!);
+      expect(changed.split('\n')).toEqual(
+        expect.arrayContaining(['runs/bad.yaml', 'alerts/runs.yaml', 'alerts/failures.yaml']),
+      );
+
       // What `adv get alerts` / `adv describe alert` show of the outboxes.
       const alerts = await adv(wt.dir, 'get', 'alerts');
       expect(alerts).toMatch(/^commits-wrong\s+gh-wrong\s+True\s+0\s+0\s+2\s+\S+\s+HTTP 401/m);
       expect(alerts).toMatch(/^runs\s+hook\s+True\s+0\s+3\s+0\s/m);
-      expect(await adv(wt.dir, 'get', 'providers')).toMatch(/^hook\s+runs\s+0\s+3\s+0/m);
+      expect(await adv(wt.dir, 'get', 'providers')).toMatch(/^hook\s+preempts,runs\s+0\s+4\s+0/m);
       const described = await adv(wt.dir, 'describe', 'alert', 'runs');
       expect(described).toContain('Deliveries: 0 pending, 3 delivered, 0 failed');
       expect(described).toMatch(/^runs\s+Run\/held\/1\/RunSucceeded\s+delivered\s+1\s/m);
