@@ -34,6 +34,12 @@ describe('Provider and Alert rules', () => {
       '  type: github\n  address: https://github.com/lab\n',
       ['SecretRequired@6:spec', 'AddressRequired@7:spec.address'],
     ],
+    [
+      'a secret of the controller',
+      'Provider',
+      '  type: slack\n  secretRef: {name: ADV_API_TOKEN}\n',
+      ['ReservedSecret@7:spec.secretRef.name'],
+    ],
     ['an unknown type', 'Provider', '  type: teams\n', ['SchemaEnum@6:spec.type']],
     ['an alert', 'Alert', '  providerRef: {name: p}\n  events: [RunFailed]\n  selector: team=ml\n', []],
     [
@@ -50,6 +56,26 @@ describe('Provider and Alert rules', () => {
     ],
   ])('%s', (_, kind, spec, want) => {
     expect(problems(kind, spec)).toEqual(want);
+  });
+
+  it("refuses a Provider naming the object store's credentials, which would go to its endpoint", () => {
+    const l = new SpecLoader();
+    const storage =
+      'apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: s}\nspec:\n  type: s3\n  s3: {bucket: lab-ckpt, credentialsSecret: LAB}\n';
+    l.loadFile('storage.yaml', enc(storage), '1');
+    l.loadFile(
+      'p.yaml',
+      enc(
+        doc(
+          'Provider',
+          '  type: github\n  address: https://github.com/a/b\n  secretRef: {name: LAB_SECRET_ACCESS_KEY}\n',
+        ),
+      ),
+      '1',
+    );
+    expect(l.result().diagnostics.map((d) => `${d.code}@${d.file}:${d.line}`)).toEqual([
+      'StoreCredential@p.yaml:8',
+    ]);
   });
 
   it('reads the repository of a github address', () => {

@@ -3,6 +3,9 @@
  * Provider that has what its type needs. Reported at the field, with how to fix it.
  */
 import { checkSelector, SELECTOR_HINT } from '../selector.js';
+import { formatPath } from '../spec/diagnostic.js';
+import type { Locator } from '../spec/parse.js';
+import type { BackendRef } from '../spec/rules.js';
 import type { Alert, Provider } from '../spec/schema.js';
 
 type Path = (string | number)[];
@@ -33,9 +36,26 @@ export function githubRepoOf(address: string): { owner: string; repo: string } |
   return m ? { owner: m[1]!, repo: m[2]! } : undefined;
 }
 
+/**
+ * The secret a Provider names, located: the loader's cross-file rules check it like a Backend's
+ * (`StoreCredential`: never the object store's keys, which would go to the Provider's endpoint).
+ */
+export function providerSecretRefsOf(p: Provider, loc: Locator): BackendRef[] {
+  const ref = p.spec.secretRef?.name;
+  const path = ['spec', 'secretRef', 'name'];
+  return ref === undefined ? [] : [{ name: ref, path: formatPath(path), ...loc.at(path) }];
+}
+
 /** A Provider has the address and secret its type needs, and no credential in its address. */
 export function providerRules(error: ErrorFn, p: Provider): void {
   const { type, address, secretRef } = p.spec;
+  if (secretRef?.name.startsWith('ADV_'))
+    error(
+      'ReservedSecret',
+      ['spec', 'secretRef', 'name'],
+      `"${secretRef.name}" is one of the controller's own settings or credentials (ADV_*): no spec may name it`,
+      'give the Provider a secret of its own (e.g. SLACK_WEBHOOK_URL), set where the controller reads secrets',
+    );
   if (address !== undefined) {
     let url: URL | undefined;
     try {
