@@ -44,6 +44,7 @@ import { WorkQueue } from './reconcile/queue.js';
 import type { RunAction } from './reconcile/run-plan.js';
 import { StatusWriter } from './status/writer.js';
 import { isIdle, onceTimedOut } from './loop/idle.js';
+import { Notifications } from './loop/notifications.js';
 import type { RunStatusDoc } from './status/types.js';
 
 export type { ControllerOptions, PassStats } from './loop/options.js';
@@ -205,6 +206,7 @@ export class Controller {
     lap('observe');
     const actions = await this.plan(observation, stats);
     lap('plan');
+    Notifications.of(this, this.status, this.desired, this.opts).stage();
     // Write-ahead: the pass's status goes out as one commit before any backend is asked.
     stats.commits += await this.sync.commit(this.desired.head);
     stats.published = await this.sync.publish();

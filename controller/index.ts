@@ -114,3 +114,7 @@ export { vcNameOf } from './backends/volcano/adapter.js';
 export { GcloudTpu, tpuWorkerAddresses } from './backends/gcp-tpu/gcloud.js';
 export { nodeNameOf } from './backends/gcp-tpu/names.js';
 export { TERMINAL_PHASES } from './status/phases.js';
+// Label selectors (adv get -l, Alert.spec.selector) and notifications (Alert, Provider).
+export { checkSelector, parseSelector, selectorMatches, SELECTOR_HINT } from './selector.js';
+export type { Requirement } from './selector.js';
+export type { AlertDelivery, AlertStatusDoc } from './status/types.js';

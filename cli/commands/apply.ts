@@ -13,6 +13,8 @@ const DIRS: Record<Kind, string> = {
   Backend: 'backends',
   Storage: '',
   Environment: 'environments',
+  Provider: 'notifications',
+  Alert: 'notifications',
 };
 
 /** `adv apply -f FILE`: validates the file alone, then in the repo, and commits it (pushes for a URL). */

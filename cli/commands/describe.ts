@@ -21,6 +21,7 @@ import { describeMetrics } from './metrics.js';
 import type { StoreOpts } from '../store.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
+import { describeNotifications, NOTIFY_KINDS } from './notifications.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -28,7 +29,7 @@ export function registerDescribe(program: Command, io: Io): void {
     .description(
       'Show one run or DAG in detail: phase, conditions, attempts or nodes, and its history from git log',
     )
-    .argument('<kind>', 'run | dag')
+    .argument('<kind>', 'run | dag | alert | provider')
     .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -42,6 +43,7 @@ export function registerDescribe(program: Command, io: Io): void {
     .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
     .action(
       async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
+        if (NOTIFY_KINDS.test(kind)) return describeNotifications(io, kind, name, opts);
         const isDag = /^dags?$/i.test(kind);
         if (!/^runs?$/i.test(kind) && !isDag)
           throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {

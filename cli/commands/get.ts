@@ -18,6 +18,7 @@ import { parseSelector, selectorMatches } from '../selector.js';
 import { treeTable } from '../run-tree.js';
 import { openStatus } from '../status-reader.js';
 import { getAgents } from './agent.js';
+import { getNotifications, NOTIFY_KINDS } from './notifications.js';
 
 const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
   run: 'runs',
@@ -132,7 +133,7 @@ export function registerGet(program: Command, io: Io): void {
   program
     .command('get')
     .description('List runs, DAGs or backends with their status, read from the status branch')
-    .argument('<kind>', 'runs | dags | backends | agents')
+    .argument('<kind>', 'runs | dags | backends | agents | alerts | providers')
     .argument('[name]', 'only this object')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -168,7 +169,8 @@ Examples:
   adv get runs -l adventuretime.dev/dag=pipeline   # the child runs of one DAG
   adv get dags
   adv get backends
-  adv get agents                               # pull agents, from the running controller`,
+  adv get agents                               # pull agents, from the running controller
+  adv get alerts                               # notification outboxes: pending, delivered, failed`,
     )
     .action(
       async (
@@ -188,6 +190,7 @@ Examples:
         },
       ) => {
         if (/^agents?$/i.test(kindArg)) return getAgents(io, name, opts);
+        if (NOTIFY_KINDS.test(kindArg)) return getNotifications(io, kindArg, name, opts);
         const kind = KINDS[kindArg.toLowerCase()];
         if (!kind)
           throw new AdvError(ErrorCode.UsageError, `unknown kind "${printable(kindArg)}"`, {

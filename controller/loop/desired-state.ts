@@ -28,6 +28,7 @@ import { VERSION } from '../version.js';
 import type { LoadedBackend } from './adapters.js';
 import { infraOptionFor, infraSourceFor, type InfraOption, type InfraSource } from './infra-source.js';
 import { errText } from './observer.js';
+import { NO_NOTIFY, type NotifyObjects } from '../notify/objects.js';
 
 /** Work-queue keys: `Run/<name>`, `DAG/<name>`. */
 export const runKey = (name: string): string => `Run/${name}`;
@@ -70,6 +71,8 @@ export class DesiredState {
   storage: StorageSpec | undefined;
   /** Where the Backends and Storage acted on came from (infra-source.ts), for the log. */
   infraSource = '';
+  /** Providers and Alerts (controller/notify/), from the same rule as the Backends. */
+  notify: NotifyObjects = NO_NOTIFY;
   private runPrints = new Map<string, string>();
   private dagPrints = new Map<string, string>();
 
@@ -181,6 +184,7 @@ export class DesiredState {
     this.backends = infra.backends;
     this.storage = infra.storage;
     this.infraSource = infra.source;
+    this.notify = infra.notify ?? NO_NOTIFY;
     this.environments = new EnvironmentIndex(result.objects);
     const envs = this.environments;
     for (const o of result.objects) {

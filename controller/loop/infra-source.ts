@@ -33,9 +33,10 @@ import { isSkippedDir, isSpecFile, type SpecFileRef, type SpecSource } from '../
 import type { LoadError } from '../status/types.js';
 import type { LoadedBackend } from './adapters.js';
 import { generationOf } from '../reconcile/run-plan.js';
+import { notifyObjectsOf, type NotifyObjects } from '../notify/objects.js';
 
 /** The kinds only the operator's rule may bring in (Environment, Alert and Provider join them). */
-export const INFRA_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Backend', 'Storage']);
+export const INFRA_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Backend', 'Storage', 'Provider', 'Alert']);
 
 /** Which rule holds (see the top of this file). */
 export type InfraOption =
@@ -49,6 +50,8 @@ export interface Infra {
   errors: LoadError[];
   /** Where it came from, for the log: `repo`, the dir, or `signed <commit>`. */
   source: string;
+  /** Providers and Alerts (notifications: they name endpoints and credentials). */
+  notify?: NotifyObjects;
 }
 
 /** How far back the newest admin-signed commit is looked for. */
@@ -74,8 +77,8 @@ export function infraSourceFor(
   return new SignedInfra(option, ctx);
 }
 
-/** Backends and Storage of a load result. */
-function infraOf(objects: readonly LoadedObject[]): Pick<Infra, 'backends' | 'storage'> {
+/** Backends, Storage, Providers and Alerts of a load result. */
+function infraOf(objects: readonly LoadedObject[]): Pick<Infra, 'backends' | 'storage' | 'notify'> {
   const backends = new Map<string, LoadedBackend>();
   let storage: StorageSpec | undefined;
   for (const o of objects) {
@@ -83,7 +86,7 @@ function infraOf(objects: readonly LoadedObject[]): Pick<Infra, 'backends' | 'st
       backends.set(o.name, { obj: o.object as BackendObject, gen: generationOf(o.object) });
     else if (o.kind === 'Storage') storage = (o.object as Storage).spec;
   }
-  return { backends, storage };
+  return { backends, storage, notify: notifyObjectsOf(objects) };
 }
 
 /** A document of an infrastructure kind in `result`, valid or not: file, line, kind, name. */
@@ -115,7 +118,7 @@ class RepoInfra implements InfraSource {
 class DirInfra implements InfraSource {
   private readonly loader: SpecLoader;
   private readonly dir: string;
-  private loaded: { infra: Pick<Infra, 'backends' | 'storage'>; errors: LoadError[] } | undefined;
+  private loaded: { infra: Pick<Infra, 'backends' | 'storage' | 'notify'>; errors: LoadError[] } | undefined;
 
   constructor(
     readonly option: Extract<InfraOption, { from: 'dir' }>,
@@ -188,6 +191,7 @@ class DirInfra implements InfraSource {
     return {
       backends: new Map(this.loaded?.infra.backends),
       storage: this.loaded?.infra.storage,
+      ...(this.loaded?.infra.notify ? { notify: this.loaded.infra.notify } : {}),
       errors,
       source: this.dir,
     };

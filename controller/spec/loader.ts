@@ -31,7 +31,8 @@ import {
   type EnvironmentRef,
   type TemplateRef,
 } from './environment-rules.js';
-import type { Backend, Dag, Environment, Kind, Run, SpecObject, Storage } from './schema.js';
+import type { Backend, Dag, Environment, Kind, Provider, Run, SpecObject, Storage } from './schema.js';
+import { providerSecretRefsOf } from '../notify/rules.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -49,7 +50,7 @@ export interface LoadedDocument {
   namePos?: { line: number; column: number };
   /** A schema-valid DAG's child Runs (`<dag>.<node>`), each with where its node's id is written. */
   children?: ChildRef[];
-  /** The secrets a schema-valid Backend names (its `*Secret` fields), located. */
+  /** The secrets a schema-valid Backend (its `*Secret` fields) or Provider (`secretRef`) names, located. */
   secretRefs?: BackendRef[];
   /** The checkpoint modes a schema-valid Run or DAG declares, located. */
   modeRefs?: ModeRef[];
@@ -267,6 +268,7 @@ function loadOneFile(
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
     if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
+    if (obj.kind === 'Provider') doc.secretRefs = providerSecretRefsOf(obj as Provider, pd.locator);
     if (obj.kind === 'Run' || obj.kind === 'DAG') {
       doc.modeRefs = checkpointModeRefsOf(obj, pd.locator);
       doc.environmentRefs = environmentRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
@@ -289,7 +291,7 @@ function hasSummaries(d: LoadedDocument): boolean {
   if (!d.object) return true;
   if (d.kind === 'DAG')
     return d.children !== undefined && d.modeRefs !== undefined && d.environmentRefs !== undefined;
-  if (d.kind === 'Backend') return d.secretRefs !== undefined;
+  if (d.kind === 'Backend' || d.kind === 'Provider') return d.secretRefs !== undefined;
   if (d.kind === 'Run') return d.modeRefs !== undefined && d.environmentRefs !== undefined;
   if (d.kind === 'Environment') return d.templateRefs !== undefined;
   return true;

@@ -22,6 +22,8 @@ import type {
 } from './schema.js';
 import { closest } from './validate.js';
 import { codeRepoUrlProblem } from '../git/code-repo-url.js';
+import { alertRules, providerRules } from '../notify/rules.js';
+import type { Alert, Provider } from './schema.js';
 
 type Path = (string | number)[];
 type Located = Omit<Diagnostic, 'file'>;
@@ -82,6 +84,12 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
     case 'Storage':
       storageRules(c, obj as Storage);
       nulRules(c, (obj as Storage).spec, ['spec']);
+      break;
+    case 'Alert':
+      alertRules(c.error.bind(c), obj as Alert);
+      break;
+    case 'Provider':
+      providerRules(c.error.bind(c), obj as Provider);
       break;
   }
   return c.out;

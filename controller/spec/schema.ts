@@ -33,6 +33,8 @@ export const Kind = {
   Backend: 'Backend',
   Storage: 'Storage',
   Environment: 'Environment',
+  Provider: 'Provider',
+  Alert: 'Alert',
 } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 export const KINDS: readonly Kind[] = Object.values(Kind);
@@ -916,6 +918,124 @@ export const EnvironmentSchema = strict(
 );
 
 // ---------------------------------------------------------------------------------------------
+// Provider and Alert (notifications, controller/notify/)
+
+/** Provider types: where a notification goes and in what shape. */
+export const PROVIDER_TYPES = ['slack', 'webhook', 'github'] as const;
+
+/** The events an Alert can ask for (controller/notify/events.ts derives them from status). */
+export const NOTIFY_EVENTS = [
+  'RunFailed',
+  'RunSucceeded',
+  'RunPreempted',
+  'RunStalled',
+  'ProvisioningStuck',
+  'HeartbeatLost',
+  'DagDone',
+  'SweepDone',
+] as const;
+
+export const ProviderSpecSchema = strict(
+  {
+    type: StringEnum(
+      PROVIDER_TYPES,
+      '`slack`: POSTs `{"text": …}` to a Slack-compatible incoming webhook. `webhook`: POSTs the event as JSON, signed with HMAC-SHA256 when `secretRef` is set (`X-AdventureTime-Signature: sha256=<hex>`). `github`: sets a commit status on the spec commit of the run.',
+    ),
+    address: optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 2048,
+        pattern: '^https?://[^\\s]+$',
+        description:
+          '`webhook`: the URL events are POSTed to. `slack`: the webhook URL, when it is not secret (prefer `secretRef`). `github`: the specs repository, `https://github.com/<owner>/<repo>` (any host: only the path is read).',
+        'x-hint': 'write an http(s) URL, e.g. "https://hooks.example.com/adventuretime"',
+      }),
+    ),
+    apiUrl: optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 2048,
+        pattern: '^https?://[^\\s]+$',
+        description:
+          '`github` only: the API base URL. Default `https://api.github.com`; GitHub Enterprise: `https://<host>/api/v3`.',
+      }),
+    ),
+    secretRef: optional(
+      strict(
+        {
+          name: Type.String({
+            pattern: ENV_NAME,
+            description:
+              'The secret name, resolved by the controller (`--secrets-file`, `--secrets-dir`, `--secrets-env`); its value is never written anywhere.',
+          }),
+        },
+        '`slack`: the webhook URL. `webhook`: the HMAC key. `github`: the token (sent as `Authorization: Bearer`).',
+      ),
+    ),
+    timeoutSec: optional(
+      Type.Integer({ minimum: 1, maximum: 300, description: 'How long one delivery may take. Default 10.' }),
+    ),
+    suspend: optional(
+      Type.Boolean({ description: 'true holds deliveries through this provider (they stay pending).' }),
+    ),
+  },
+  'Where notifications go: a Slack-compatible webhook, a signed generic webhook, or GitHub commit statuses.',
+);
+
+export const ProviderSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Provider, { description: 'Always `Provider`.' }),
+    metadata: Metadata(253, 'provider'),
+    spec: ProviderSpecSchema,
+  },
+  'A notification endpoint Alerts send through. It names an endpoint and a credential: an infrastructure kind (who may change it: loop/infra-source.ts).',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/provider.json', title: 'Provider' },
+);
+
+export const AlertSpecSchema = strict(
+  {
+    providerRef: strict(
+      {
+        name: Type.String({
+          minLength: 1,
+          maxLength: 253,
+          pattern: DNS1123_SUBDOMAIN,
+          description: 'The Provider.',
+        }),
+      },
+      'The Provider the events are sent through.',
+    ),
+    events: Type.Array(StringEnum(NOTIFY_EVENTS, 'An event.'), {
+      minItems: 1,
+      uniqueItems: true,
+      description:
+        'Which events: `RunFailed`, `RunSucceeded`, `RunPreempted`, `RunStalled` (a human must act), `ProvisioningStuck` (queued past `policy.queuedTimeoutSec`), `HeartbeatLost`, `DagDone`, `SweepDone`.',
+    }),
+    selector: optional(
+      Type.String({
+        maxLength: 4096,
+        description:
+          'A label selector as `adv get -l` takes it (`team=ml,size!=big`, `key`, `!key`): only objects whose labels match. Default: every object.',
+      }),
+    ),
+    suspend: optional(Type.Boolean({ description: 'true: no new events are recorded for this alert.' })),
+  },
+  'Which events notify, for which objects, through which Provider.',
+);
+
+export const AlertSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Alert, { description: 'Always `Alert`.' }),
+    metadata: Metadata(253, 'alert'),
+    spec: AlertSpecSchema,
+  },
+  'Events of runs, DAGs and sweeps to send through a Provider, each delivered once (recorded on the status branch).',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/alert.json', title: 'Alert' },
+);
+
+// ---------------------------------------------------------------------------------------------
 
 export type RunSpec = Static<typeof RunSpecSchema>;
 export type Run = Static<typeof RunSchema>;
@@ -931,9 +1051,14 @@ export type Policy = Static<typeof PolicySchema>;
 export type Parallelism = Static<typeof ParallelismSchema>;
 export type EnvironmentSpec = Static<typeof EnvironmentSpecSchema>;
 export type Environment = Static<typeof EnvironmentSchema>;
+export type ProviderSpec = Static<typeof ProviderSpecSchema>;
+export type Provider = Static<typeof ProviderSchema>;
+export type AlertSpec = Static<typeof AlertSpecSchema>;
+export type Alert = Static<typeof AlertSchema>;
+export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 
 /** Any resource, discriminated by kind. */
-export type SpecObject = Run | Dag | Backend | Storage | Environment;
+export type SpecObject = Run | Dag | Backend | Storage | Environment | Provider | Alert;
 
 /** Schema per kind, for validation and generation (with this build's backend types). */
 export const SCHEMAS = {
@@ -942,6 +1067,8 @@ export const SCHEMAS = {
   Backend: BackendSchema,
   Storage: StorageSchema,
   Environment: EnvironmentSchema,
+  Provider: ProviderSchema,
+  Alert: AlertSchema,
 } as const satisfies Record<Kind, TSchema>;
 
 const schemasByList = new WeakMap<BackendList, Record<Kind, TSchema>>();

@@ -324,6 +324,44 @@ export interface SourceStatusDoc {
   };
 }
 
+/** Where one event of an Alert stands: recorded pending, then delivered, or failed for good. */
+export interface AlertDelivery {
+  event: string;
+  /** `run/foo`, `dag/bar`, `sweep/baz`. */
+  object: string;
+  attempt: number;
+  /** When the event happened, as the object's status says. */
+  at: string;
+  state: 'pending' | 'delivered' | 'failed';
+  tries: number;
+  /** Not before this time is it tried again (backoff). */
+  nextTryAt?: string;
+  lastError?: string;
+  deliveredAt?: string;
+  /** What the message says: the object's phase, reason and message, and its spec commit. */
+  phase?: string;
+  reason?: string;
+  message?: string;
+  specCommit?: string;
+  labels?: Record<string, string>;
+}
+
+/** An Alert's status file (`alerts/<name>.yaml`): its outbox, by event id. */
+export interface AlertStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'AlertStatus';
+  metadata: { name: string };
+  status: {
+    /** Events that happened before this are not recorded (when the Alert was first seen, or pruned up to). */
+    since: string;
+    provider: string;
+    conditions: Condition[];
+    counts: { pending: number; delivered: number; failed: number };
+    /** By event id (`Run/foo/2/RunFailed`): the receiver's idempotency key. */
+    deliveries: Record<string, AlertDelivery>;
+  };
+}
+
 /** Any status file. */
 export type StatusDoc =
   | RunStatusDoc
@@ -333,7 +371,13 @@ export type StatusDoc =
   | { kind: string; metadata: { name: string } };
 
 /** Folder of each status kind on the status branch. */
-export const STATUS_DIRS = { Run: 'runs', DAG: 'dags', Backend: 'backends', Source: 'sources' } as const;
+export const STATUS_DIRS = {
+  Run: 'runs',
+  DAG: 'dags',
+  Backend: 'backends',
+  Source: 'sources',
+  Alert: 'alerts',
+} as const;
 /** The name of the watched specs' source status: `sources/specs.yaml`. */
 export const SPECS_SOURCE = 'specs';
 /** A kind that has status files. */

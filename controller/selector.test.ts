@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isAdvError } from '../controller/index.js';
-import { parseSelector, selectorMatches } from './selector.js';
+import { isAdvError } from './errors.js';
+import { checkSelector, parseSelector, selectorMatches } from './selector.js';
 
 const labels = { team: 'ml', size: 'small', 'example.com/tier': 'gold' };
 const matches = (s: string) => selectorMatches(labels, parseSelector(s));
@@ -49,5 +49,18 @@ describe('label selectors (kubectl equality-based syntax)', () => {
       expect(message).toContain(why);
       expect(message).not.toContain('\u001b');
     }
+  });
+});
+
+describe('checkSelector', () => {
+  it('returns the requirements, or the first bad requirement and what is wrong with it', () => {
+    expect(checkSelector('team=ml,!gpu')).toEqual([
+      { key: 'team', op: 'equals', value: 'ml' },
+      { key: 'gpu', op: 'notExists' },
+    ]);
+    expect(checkSelector('team=ml, env in (a,b)')).toEqual({
+      requirement: 'env in (a,b)',
+      problem: 'set-based requirements (in, notin) are not supported',
+    });
   });
 });

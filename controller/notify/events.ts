@@ -1,0 +1,182 @@
+/**
+ * Notification events, derived from status documents. Level-triggered like everything else: an
+ * event is a fact the status holds (attempt 2 was preempted, the run failed), named by a
+ * deterministic id `<Kind>/<name>/<attempt>/<Event>`. Deriving again after a restart yields the
+ * same ids, so the outbox (outbox.ts) records each once, and a receiver can dedupe on the id.
+ */
+import type { NotifyEvent } from '../spec/schema.js';
+import { TERMINAL_PHASES } from '../status/phases.js';
+import {
+  AttemptPhase,
+  ConditionType,
+  Phase,
+  Reason,
+  type Attempt,
+  type DagStatusDoc,
+  type RunStatusDoc,
+} from '../status/types.js';
+
+/** The label a Sweep (engineer D's kind) puts on its child runs; SweepDone is derived from it. */
+export const SWEEP_LABEL = 'adventuretime.dev/sweep';
+
+/** One event of one object. */
+export interface ObjectEvent {
+  id: string;
+  event: NotifyEvent;
+  kind: 'Run' | 'DAG' | 'Sweep';
+  name: string;
+  /** The attempt it is about; 0 for DAGs, sweeps and a run that never had one. */
+  attempt: number;
+  /** When it happened (an ISO time from the status). */
+  at: string;
+  phase?: string;
+  reason?: string;
+  message?: string;
+  specCommit?: string;
+  labels?: Record<string, string>;
+}
+
+export const eventId = (kind: string, name: string, attempt: number, event: string): string =>
+  `${kind}/${name}/${attempt}/${event}`;
+
+type Extra = Pick<ObjectEvent, 'phase' | 'reason' | 'message'>;
+
+function runEvent(
+  doc: RunStatusDoc,
+  event: NotifyEvent,
+  attempt: number,
+  at: string,
+  extra: Extra,
+): ObjectEvent {
+  const st = doc.status;
+  return {
+    id: eventId('Run', doc.metadata.name, attempt, event),
+    event,
+    kind: 'Run',
+    name: doc.metadata.name,
+    attempt,
+    at,
+    ...defined(extra),
+    ...(st.specCommit ? { specCommit: st.specCommit } : {}),
+    ...(doc.metadata.labels ? { labels: doc.metadata.labels } : {}),
+  };
+}
+
+function defined(extra: Extra): Extra {
+  const out: Extra = {};
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined) out[k as keyof Extra] = v;
+  return out;
+}
+
+/** The end of an attempt as an event, if it is one an Alert can ask for. */
+function attemptEvent(a: Attempt): NotifyEvent | undefined {
+  if (a.phase === AttemptPhase.Preempted) return 'RunPreempted';
+  if (a.phase === AttemptPhase.Lost) return 'HeartbeatLost';
+  if (a.reason === Reason.QueuedTimeout) return 'ProvisioningStuck';
+  return undefined;
+}
+
+/** Every event a run's status holds. */
+export function runEvents(doc: RunStatusDoc): ObjectEvent[] {
+  const st = doc.status;
+  const out: ObjectEvent[] = [];
+  const created = st.createdAt ?? '';
+  for (const a of st.attempts) {
+    const event = attemptEvent(a);
+    if (event)
+      out.push(
+        runEvent(doc, event, a.n, a.finishedAt ?? a.startedAt ?? created, {
+          phase: a.phase,
+          reason: a.reason,
+          message: a.message,
+        }),
+      );
+  }
+  const last = st.attempts.at(-1);
+  const n = last?.n ?? 0;
+  for (const c of st.conditions) {
+    if (c.status !== 'True') continue;
+    const event =
+      c.type === ConditionType.Stalled
+        ? 'RunStalled'
+        : c.type === ConditionType.Lost
+          ? 'HeartbeatLost'
+          : undefined;
+    if (event && !out.some((e) => e.event === event && e.attempt === n))
+      out.push(
+        runEvent(doc, event, n, c.lastTransitionTime, {
+          phase: st.phase,
+          reason: c.reason,
+          message: c.message,
+        }),
+      );
+  }
+  if (st.phase === Phase.Succeeded || st.phase === Phase.Failed) {
+    const extra = {
+      phase: st.phase,
+      reason: st.reason ?? last?.reason,
+      message: st.message ?? last?.message,
+    };
+    const at = last?.finishedAt ?? readyTime(doc) ?? created;
+    out.push(runEvent(doc, st.phase === Phase.Succeeded ? 'RunSucceeded' : 'RunFailed', n, at, extra));
+  }
+  return out;
+}
+
+const readyTime = (doc: RunStatusDoc): string | undefined =>
+  doc.status.conditions.find((c) => c.type === ConditionType.Ready)?.lastTransitionTime;
+
+/** DagDone once a DAG is Succeeded, Failed or Cancelled. */
+export function dagEvents(doc: DagStatusDoc): ObjectEvent[] {
+  const st = doc.status;
+  if (!TERMINAL_PHASES.has(st.phase)) return [];
+  const ends = Object.values(st.nodes)
+    .map((n) => n.finishedAt ?? '')
+    .sort();
+  return [
+    {
+      id: eventId('DAG', doc.metadata.name, 0, 'DagDone'),
+      event: 'DagDone',
+      kind: 'DAG',
+      name: doc.metadata.name,
+      attempt: 0,
+      at: ends.at(-1) || st.createdAt || '',
+      phase: st.phase,
+      ...defined({ reason: st.reason, message: st.message }),
+      ...(st.specCommit ? { specCommit: st.specCommit } : {}),
+      ...(doc.metadata.labels ? { labels: doc.metadata.labels } : {}),
+    },
+  ];
+}
+
+/**
+ * SweepDone, from the child runs' `adventuretime.dev/sweep` label: once every child of a sweep is
+ * terminal. A hook until the Sweep's own status says it is done: a sweep that creates children
+ * only as others finish (maxConcurrent) must not look done between two of them, which holds as
+ * long as the next child is created in the pass where the last one ends.
+ */
+export function sweepEvents(runs: readonly RunStatusDoc[]): ObjectEvent[] {
+  const bySweep = new Map<string, RunStatusDoc[]>();
+  for (const r of runs) {
+    const sweep = r.metadata.labels?.[SWEEP_LABEL];
+    if (sweep) bySweep.set(sweep, [...(bySweep.get(sweep) ?? []), r]);
+  }
+  const out: ObjectEvent[] = [];
+  for (const [sweep, children] of bySweep) {
+    if (!children.every((c) => TERMINAL_PHASES.has(c.status.phase))) continue;
+    const failed = children.filter((c) => c.status.phase !== Phase.Succeeded).length;
+    const ends = children.map((c) => c.status.attempts.at(-1)?.finishedAt ?? c.status.createdAt ?? '').sort();
+    out.push({
+      id: eventId('Sweep', sweep, 0, 'SweepDone'),
+      event: 'SweepDone',
+      kind: 'Sweep',
+      name: sweep,
+      attempt: 0,
+      at: ends.at(-1) ?? '',
+      phase: failed ? Phase.Failed : Phase.Succeeded,
+      message: `${children.length - failed} of ${children.length} points succeeded`,
+      labels: children[0]!.metadata.labels ?? {},
+    });
+  }
+  return out;
+}
