@@ -11,7 +11,8 @@ Run it with ``PYTHONPATH=<repo>/runtime/python/src``. Outside AdventureTime it c
 
 Environment: ``TRAIN_STEPS`` (default 40), ``CKPT_EVERY`` (default 10), and for tests
 ``PREEMPT_AT_STEP``: in attempt 1, after that step, the job asks ``adv exec`` (its parent) to stop,
-as a spot reclaim would, and ends when the stop signal is forwarded to it, without a last checkpoint.
+as a spot reclaim would, and ends when the stop signal is forwarded to it, without a last checkpoint
+(so the steps after the checkpoint are redone by attempt 2). A stopped run exits 128 + the signal.
 """
 
 import json
@@ -33,12 +34,18 @@ CKPT_DIR = os.environ.get("ADV_CKPT_DIR", "./checkpoints")
 ATTEMPT = int(os.environ.get("ADV_ATTEMPT", "1") or 1)
 LR = 0.05
 
-stopping = False
+stopping = 0
 
 
 def _on_stop(signum, frame):
     global stopping
-    stopping = True
+    stopping = signum
+
+
+def exit_stopped(step):
+    # Not 0: a stopped job that exits 0 tells adv exec its work is done (the run would succeed).
+    print(f"stopped after step {step}", flush=True)
+    sys.exit(128 + stopping)
 
 
 signal.signal(signal.SIGTERM, _on_stop)
@@ -104,15 +111,13 @@ for step in range(start + 1, STEPS + 1):
     if step % CKPT_EVERY == 0:
         save(step, params)
     if stopping:
-        print(f"stopped after step {step}", flush=True)
-        sys.exit(0)
+        exit_stopped(step)
     if ATTEMPT == 1 and step == PREEMPT_AT:
         os.kill(os.getppid(), signal.SIGTERM)
         # Wait for adv exec to forward the stop, so the preemption never races the loop's end.
         deadline = time.monotonic() + 120
         while not stopping and time.monotonic() < deadline:
             time.sleep(0.05)
-        print(f"preempted after step {step}", flush=True)
-        sys.exit(0)
+        exit_stopped(step)
 
 print(f"done at step {STEPS}, loss {float(loss_fn(params)):.4f}", flush=True)
