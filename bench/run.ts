@@ -24,6 +24,7 @@ const BENCHES: Record<string, string> = {
   gang: './gang.ts',
   environments: './environments.ts',
   submit: './submit.ts',
+  'dashboard-metrics': './dashboard-metrics.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
