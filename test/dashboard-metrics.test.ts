@@ -30,6 +30,8 @@ if (!available) console.warn(`SKIPPING the dashboard metrics tests: they need Ch
 
 const ROOT = join(import.meta.dirname, '..');
 const SHOTS = join(ROOT, 'test-artifacts', 'dashboard');
+/** A metric name is the workload's: it is shown as text, never markup. */
+const XSS = '<img src=x onerror=alert(1)>';
 /** A ceiling for one wait (runs to finish, the page to draw) on a loaded machine. */
 const WAIT_MS = 60_000;
 
@@ -72,6 +74,10 @@ async function newPage(browser: Browser, problems: string[]): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.setDefaultTimeout(WAIT_MS);
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('dialog', (dlg) => {
+    problems.push(`dialog: ${dlg.message()}`);
+    void dlg.dismiss();
+  });
   page.on('console', (m) => {
     if (m.type() === 'error') problems.push(`console: ${m.text()}`);
   });
@@ -129,6 +135,10 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     await store.put(
       `${metricsPrefix('long', 1)}part-000000`,
       lines(1, 20_000, (s) => ({ loss: s === 12_345 ? 50 : 1 + 1 / s })),
+    );
+    await store.put(
+      `${metricsPrefix('long', 1)}part-000001`,
+      lines(1, 3, () => ({ [XSS]: 1 })),
     );
     await store.put(
       `${metricsPrefix('other', 1)}part-000000`,
@@ -204,6 +214,8 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     expect(curve).toContainEqual([12_345, 50]);
     expect(curve[0]).toEqual([1, 2]);
     expect(curve.at(-1)![0]).toBe(20_000);
+    expect(await page.locator(`figure[data-metric="${XSS}"] figcaption`).innerText()).toBe(XSS);
+    expect(await page.locator('#plots img').count()).toBe(0);
 
     const api = (await (await fetch(`${d.url}/ui/api/runs/long/metrics?points=100`)).json()) as {
       series: { loss: { curve: { steps: number[]; values: number[]; total: number } } };
