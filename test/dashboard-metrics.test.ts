@@ -9,7 +9,7 @@
  * Screenshots go to test-artifacts/dashboard/ (metrics.png is the end-to-end run's page).
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -19,9 +19,12 @@ import { dashboardRoute } from '../controller/dashboard/index.js';
 import { serve, type Serving } from '../controller/serve.js';
 import { metricsPrefix } from '../runtime/metrics.js';
 import { FILE_STORAGE } from './helpers/backends.js';
+import { killTree } from './helpers/fake-tpu-nodes.js';
 import { removeTree } from './helpers/io.js';
+import { localJobPids } from './helpers/job-pids.js';
 import { PYTHON, pythonAvailable } from './helpers/python.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { waitFor } from './helpers/wait.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
@@ -304,6 +307,86 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     expect(uplot.status).toBe(200);
     expect(uplot.headers.get('content-type')).toContain('text/javascript');
     expect(await uplot.text()).toContain('uPlot');
+  });
+});
+
+describe.runIf(available)('a live run’s plots', () => {
+  let tmp: string;
+  let wt: WorkTree;
+  let c: Controller;
+  let loop: Promise<void>;
+  let serving: Serving;
+  let browser: Browser;
+  const problems: string[] = [];
+  let go: string;
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'adv-dash-live-'));
+    go = join(tmp, 'go');
+    wt = await makeWorkTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'storage.yaml': FILE_STORAGE,
+      // Runs until the test lets it end.
+      'runs/live.yaml': runYaml(
+        'live',
+        ['sh', '-c', 'while [ ! -e "$GO" ]; do sleep 0.1; done'],
+        `  env: {GO: ${JSON.stringify(go)}}\n`,
+      ),
+    });
+    c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 100 });
+    loop = c.run();
+    serving = await serve(c, {
+      httpAddr: '127.0.0.1:0',
+      watch: false,
+      routes: [dashboardRoute(c, { refreshMs: 250 })],
+    });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  }, 2 * WAIT_MS);
+
+  afterAll(async () => {
+    if (go) await writeFile(go, '');
+    await browser?.close();
+    await serving?.close();
+    await c?.stop();
+    await loop;
+    if (c) await killTree(await localJobPids(c.dataDir));
+    await wt?.cleanup();
+    if (tmp) await removeTree(tmp);
+  });
+
+  it('draws points as they are shipped, and stops asking once the run has ended', async () => {
+    await waitFor(() => c.view.runStatus('live')?.status.phase === 'Running', {
+      what: 'run live to be Running',
+      timeoutMs: WAIT_MS,
+      detail: () => c.view.runStatus('live')?.status,
+    });
+    const page = await newPage(browser, problems);
+    await page.goto(`${serving.url}/ui/runs/live`);
+    await page.waitForSelector('#plots p.note:text-is("No metrics yet…")');
+    const store = c.view.objectStore!;
+    await store.put(
+      `${metricsPrefix('live', 1)}part-000000`,
+      lines(1, 5, (s) => ({ loss: 1 / s })),
+    );
+    await page.waitForSelector('figure[data-metric="loss"][data-points="5"]');
+    expect(await page.locator('#plots p.note').count()).toBe(0);
+    await store.put(
+      `${metricsPrefix('live', 1)}part-000001`,
+      lines(6, 9, (s) => ({ loss: 1 / s, acc: s / 10 })),
+    );
+    // The same plot takes the new points; a metric that appears gets its own plot.
+    await page.waitForSelector('figure[data-metric="loss"][data-points="9"]');
+    await page.waitForSelector('figure[data-metric="acc"][data-points="4"]');
+    expect(seriesPoints(await plotData(page, 'loss'), 1).map(([s]) => s)).toEqual([
+      1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ]);
+    expect(await page.locator('#plots figure').count()).toBe(2);
+    expect(await page.locator('#plots').getAttribute('data-done')).toBeNull();
+
+    await writeFile(go, '');
+    await page.waitForSelector('#plots[data-done="true"]', { timeout: WAIT_MS });
+    expect(c.view.runStatus('live')?.status.phase).toBe('Succeeded');
+    expect(problems).toEqual([]);
   });
 });
 
