@@ -72,6 +72,20 @@ async function startDashboard(wt: WorkTree, tmp: string): Promise<Dashboard> {
   return { c, serving, url: serving.url! };
 }
 
+/** Stops what a describe started, whichever parts of it did start. */
+async function stopAll(
+  browser: Browser | undefined,
+  d: Dashboard | undefined,
+  wt: WorkTree | undefined,
+  tmp: string | undefined,
+): Promise<void> {
+  await browser?.close();
+  await d?.serving.close();
+  await d?.c.stop();
+  await wt?.cleanup();
+  if (tmp) await removeTree(tmp);
+}
+
 /** A page that records what the Content-Security-Policy refused and what the page threw. */
 async function newPage(browser: Browser, problems: string[]): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
@@ -151,13 +165,7 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     page = await newPage(browser, problems);
   }, 6 * WAIT_MS);
 
-  afterAll(async () => {
-    await browser?.close();
-    await d?.serving.close();
-    await d?.c.stop();
-    await wt?.cleanup();
-    if (tmp) await removeTree(tmp);
-  });
+  afterAll(() => stopAll(browser, d, wt, tmp));
 
   it('the resumed run: one continuous curve, the redone steps faded, the resume marked', async () => {
     const st = d.c.view.runStatus('resumed')!.status;
@@ -429,13 +437,7 @@ describe.runIf(withPython)('a real JAX job, preempted and resumed, on the dashbo
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   }, 8 * WAIT_MS);
 
-  afterAll(async () => {
-    await browser?.close();
-    await d?.serving.close();
-    await d?.c.stop();
-    await wt?.cleanup();
-    if (tmp) await removeTree(tmp);
-  });
+  afterAll(() => stopAll(browser, d, wt, tmp));
 
   it('shows one continuous loss curve over both attempts, with the resume from step 10 marked', async () => {
     const st = d.c.view.runStatus('jax')!.status;
