@@ -132,6 +132,7 @@ describe.runIf(available)('metric plots from parts in the store', () => {
       'runs/long.yaml': runYaml('long', ['true']),
       'runs/other.yaml': runYaml('other', ['true']),
       'runs/quiet.yaml': runYaml('quiet', ['true']),
+      'runs/twice.yaml': runYaml('twice', ['true']),
     });
     d = await startDashboard(wt, tmp);
     const store = d.c.view.objectStore!;
@@ -147,6 +148,19 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     await store.put(
       `${metricsPrefix('resumed', 2)}part-000000`,
       lines(11, 40, (s) => ({ loss: 9 / s })),
+    );
+    // twice: resumed twice (status has one attempt: the marks fall back to where each took over).
+    await store.put(
+      `${metricsPrefix('twice', 1)}part-000000`,
+      lines(1, 12, (s) => ({ loss: 3 / s })),
+    );
+    await store.put(
+      `${metricsPrefix('twice', 2)}part-000000`,
+      lines(11, 25, (s) => ({ loss: 2 / s })),
+    );
+    await store.put(
+      `${metricsPrefix('twice', 3)}part-000000`,
+      lines(21, 30, (s) => ({ loss: 1 / s })),
     );
     // long: 20,000 points with one spike, more than any plot has pixels.
     await store.put(
@@ -208,6 +222,28 @@ describe.runIf(available)('metric plots from parts in the store', () => {
     expect(seriesPoints(await plotData(page, 'acc'), 1).map(([s]) => s)).toEqual([7, 8, 9, 10, 11, 12]);
     expect(await page.locator('#plots').getAttribute('data-done')).toBe('true');
     await page.screenshot({ path: join(SHOTS, 'metrics-seeded.png'), fullPage: true });
+    expect(problems).toEqual([]);
+  });
+
+  it('a run resumed twice: each resume’s redone steps are a line of their own', async () => {
+    await page.goto(`${d.url}/ui/runs/twice`);
+    await page.waitForSelector('body[data-plots-drawn]');
+    const data = await plotData(page, 'loss');
+    expect(seriesPoints(data, 1).map(([s]) => s)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+    expect(seriesPoints(data, 2).map(([s]) => s)).toEqual([11, 12]);
+    expect(seriesPoints(data, 3).map(([s]) => s)).toEqual([21, 22, 23, 24, 25]);
+    expect(data.length).toBe(4);
+    const labels = await page.evaluate(() =>
+      (
+        globalThis as unknown as { advPlots: { loss: { series: { label: string }[] } } }
+      ).advPlots.loss.series.map((x) => x.label),
+    );
+    expect(labels).toEqual(['step', 'loss', 'attempt 1, redone', 'attempt 2, redone']);
+    expect(
+      await page
+        .locator('figure[data-metric="loss"] .resume-mark')
+        .evaluateAll((m) => m.map((x) => x.textContent)),
+    ).toEqual(['attempt 2 took over at step 11', 'attempt 3 took over at step 21']);
     expect(problems).toEqual([]);
   });
 

@@ -98,7 +98,11 @@ export const PLOTS_JS = `
     const cap = document.createElement('figcaption');
     cap.textContent = caption;
     fig.appendChild(cap);
-    root.appendChild(fig);
+    // A plot whose series changed is drawn again in its old place.
+    if (figures[name]) {
+      plots[name].destroy();
+      figures[name].replaceWith(fig);
+    } else root.appendChild(fig);
     figures[name] = fig;
     let first = true;
     let resolve;
@@ -116,19 +120,39 @@ export const PLOTS_JS = `
     return fig;
   };
 
+  // The redone points, one faded series per attempt whose steps were redone: a line never joins
+  // the redone steps of two different resumes.
+  const redoneByAttempt = (r) => {
+    const by = new Map();
+    r.steps.forEach((x, i) => {
+      const a = r.attempts[i];
+      if (!by.has(a)) by.set(a, [[], []]);
+      by.get(a)[0].push(x);
+      by.get(a)[1].push(r.values[i]);
+    });
+    return [...by.entries()].sort((a, b) => a[0] - b[0]);
+  };
   const runPlot = (name, s) => {
-    const data = uPlot.join([[s.curve.steps, s.curve.values], [s.redone.steps, s.redone.values]]);
+    const redone = redoneByAttempt(s.redone);
+    const data = uPlot.join([[s.curve.steps, s.curve.values], ...redone.map((x) => x[1])]);
+    const shape = redone.map((x) => x[0]).join(',');
     const fig = figures[name];
-    if (fig) {
+    if (fig && fig.dataset.redoneAttempts === shape) {
       fig.marks.current = s.resumes;
       plots[name].setData(data);
     } else {
       const marks = { current: s.resumes };
+      const faded = 'rgba(9,105,218,.35)';
       const series = [
         { label: name, stroke: '#0969da', width: 1.5, value: (u, v) => fmt(v) },
-        { label: 'redone after a resume', stroke: 'rgba(9,105,218,.35)', width: 1, dash: [4, 3], value: (u, v) => fmt(v), points: { show: true, size: 4, stroke: 'rgba(9,105,218,.35)', fill: 'rgba(9,105,218,.15)' } },
+        ...redone.map(([a]) => ({
+          label: 'attempt ' + a + ', redone', stroke: faded, width: 1, dash: [4, 3], value: (u, v) => fmt(v),
+          points: { show: true, size: 4, stroke: faded, fill: 'rgba(9,105,218,.15)' },
+        })),
       ];
-      make(name, name, series, data, marks).marks = marks;
+      const f = make(name, name, series, data, marks);
+      f.marks = marks;
+      f.dataset.redoneAttempts = shape;
     }
     const f = figures[name];
     f.dataset.points = String(s.curve.steps.length);
