@@ -486,6 +486,10 @@ describe.runIf(withPython)('a real JAX job, preempted and resumed, on the dashbo
     const page = await newPage(browser, problems);
     await page.goto(`${d.url}/ui/runs/jax`);
     await page.waitForSelector('body[data-plots-drawn]');
+    expect(
+      await page.locator('figure[data-metric="loss"]').count(),
+      `no loss plot; the page says: ${await page.locator('#plots').innerText()}`,
+    ).toBe(1);
     const data = await plotData(page, 'loss');
     const curve = seriesPoints(data, 1);
     // Steps 1..40 once each: attempt 1's up to its checkpoint, then attempt 2's.
