@@ -576,13 +576,12 @@ export async function runView(
 /** The run's metric plots (drawn by plots.js from the metrics endpoint), or why there are none. */
 function metricsPane(c: Controller, doc: RunStatusDoc): Html {
   const name = doc.metadata.name;
-  const head = html`<h2>
-    Metrics <span class="small"><a href="${compareHref([name])}">compare with other runs</a></span>
-  </h2>`;
   if (!c.view.objectStore)
     return html`<h2>Metrics</h2>
       <p class="muted">No object store is configured (a Storage spec): metrics stay on the backend.</p>`;
-  return html`${head}
+  return html`<h2>
+      Metrics <span class="small"><a href="${compareHref([name])}">compare with other runs</a></span>
+    </h2>
     <div
       id="plots"
       class="plots"
@@ -601,7 +600,7 @@ function metricsPane(c: Controller, doc: RunStatusDoc): Html {
  * links to each run and a picker of the other metrics they logged (filled in by the script).
  */
 export function compareView(c: Controller, runs: readonly string[], metric: string | undefined): View {
-  const query = `runs=${runs.map(encodeURIComponent).join(',')}${metric ? `&metric=${encodeURIComponent(metric)}` : ''}`;
+  const api = `/ui/api${compareHref(runs, metric).slice('/ui'.length)}`;
   const known = new Set(c.view.statusNames('Run'));
   const links = runs.map((r, i) =>
     known.has(r)
@@ -618,7 +617,7 @@ export function compareView(c: Controller, runs: readonly string[], metric: stri
           No object store is configured (a Storage spec): there are no metrics to compare.
         </p>`
       : html`<p id="metric-picker" class="metric-picker"></p>
-          <div id="plots" class="plots" data-mode="compare" data-metrics="${`/ui/api/compare?${query}`}">
+          <div id="plots" class="plots" data-mode="compare" data-metrics="${api}">
             <p class="note">loading…</p>
           </div>`;
   return {
