@@ -657,6 +657,10 @@ export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Pr
   const childOf = (id: string) => st.nodes[id]?.run ?? `${name}.${id}`;
   const link = (id: string) => (runs.has(childOf(id)) ? runHref(childOf(id)) : undefined);
   const nodes = Object.values(st.nodes);
+  const started = graph.map((g) => childOf(g.id)).filter((r) => runs.has(r));
+  const compareNodes = started.length
+    ? html`<a class="small" id="compare-nodes" href="${compareHref(started)}">compare their metrics</a>`
+    : '';
   const summary = html`<h1>${name} ${badge(st.phase)}</h1>
     ${facts([
       ['Reason', st.reason],
@@ -702,7 +706,7 @@ export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Pr
       },
       {
         id: 'nodes',
-        body: html`<h2>Nodes</h2>
+        body: html`<h2>Nodes ${compareNodes}</h2>
           ${table(['Node', 'Phase', 'Run', ['Attempts', 'num'], 'Needs', 'Since', 'Reason'], rows, 'No nodes.')}`,
       },
       {
