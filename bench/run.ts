@@ -25,6 +25,7 @@ const BENCHES: Record<string, string> = {
   environments: './environments.ts',
   submit: './submit.ts',
   metrics: './metrics.ts',
+  'dashboard-metrics': './dashboard-metrics.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -175,6 +175,9 @@ describe.runIf(available)('the dashboard in Chromium', () => {
     );
     expect(await page.locator('tr[data-node="rollouts"]').innerText()).toContain('pipeline.rollouts');
     await page.screenshot({ path: join(SHOTS, 'dag-pipeline.png'), fullPage: true });
+    expect(await page.locator('#compare-nodes').getAttribute('href')).toBe(
+      '/ui/compare?runs=pipeline.tokenize,pipeline.train,pipeline.rollouts',
+    );
 
     await page.click('svg.dag a:has(g.node[data-node="rollouts"])');
     await page.waitForURL(`${url}/ui/runs/pipeline.rollouts`);

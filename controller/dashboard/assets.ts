@@ -76,6 +76,7 @@ svg.span .ph-Cancelled, svg.span .ph-Preempted { fill: #bc4c00; }
 /**
  * Refreshes each `[data-section]` from the page's JSON endpoint (`data-api` on <body>), and tails
  * the logs of `pre#logs` from its `data-logs` endpoint. Text is appended as text nodes, never as markup.
+ * The runs ticked (`input.compare`) make `#compare-link`'s address; the ticks survive a refresh.
  */
 export const JS = `
 'use strict';
@@ -94,6 +95,26 @@ export const JS = `
     return r.json();
   };
 
+  const picked = new Set();
+  const compare = document.getElementById('compare-link');
+  const syncPicked = () => {
+    if (!compare) return;
+    for (const box of document.querySelectorAll('input.compare')) box.checked = picked.has(box.value);
+    const runs = [...picked];
+    compare.href = '/ui/compare?runs=' + runs.map(encodeURIComponent).join(',');
+    compare.textContent = runs.length ? 'Compare ' + runs.length + (runs.length === 1 ? ' run' : ' runs') : 'Compare runs';
+    compare.classList.toggle('disabled', !runs.length);
+  };
+  document.addEventListener('change', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLInputElement) || !box.classList.contains('compare')) return;
+    if (box.checked) picked.add(box.value);
+    else picked.delete(box.value);
+    syncPicked();
+  });
+
+  syncPicked();
+
   const seen = new Map();
   let refreshes = 0;
   const refresh = async () => {
@@ -106,6 +127,7 @@ export const JS = `
           seen.set(id, markup);
         }
       }
+      syncPicked();
       body.dataset.refreshed = String(++refreshes);
       say('updated ' + new Date().toLocaleTimeString());
     } catch (e) {

@@ -7,7 +7,9 @@
  *   GET /ui/                          overview           GET /ui/api/overview
  *   GET /ui/runs/<name>[?attempt=N]   one run            GET /ui/api/runs/<name>
  *                                                        GET /ui/api/runs/<name>/logs?attempt=N&after=K
+ *                                                        GET /ui/api/runs/<name>/metrics[?metric=M&points=P]
  *   GET /ui/dags/<name>               one DAG            GET /ui/api/dags/<name>
+ *   GET /ui/compare?runs=a,b&metric=M runs overlaid      GET /ui/api/compare?runs=a,b&metric=M&points=P
  */
 import { ENDED_ATTEMPT_PHASES } from '../status/phases.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,10 +18,13 @@ import type { Controller } from '../controller.js';
 import { hostAllowed, type Route } from '../serve.js';
 import type { Attempt, RunStatusDoc } from '../status/types.js';
 import { CSS, JS } from './assets.js';
-import { dagView, notFoundView, overviewView, page, runView, type View } from './pages.js';
+import { compareData, DEFAULT_POINTS, MAX_COMPARE_RUNS, MAX_POINTS, runMetricsData } from './metrics.js';
+import { compareView, dagView, notFoundView, overviewView, page, runView, type View } from './pages.js';
+import { PLOTS_CSS, PLOTS_JS, uplotAssets } from './plots.js';
 
 export { esc, html, Html } from './html.js';
 export { dagSvg, layoutDag } from './svg.js';
+export { downsample } from './metrics.js';
 export { hostAllowed } from '../serve.js';
 
 export interface DashboardOptions {
@@ -209,13 +214,21 @@ async function routeRequest(r: PageRequest): Promise<void> {
   if (r.parts.length === 1 && top === (r.api ? 'overview' : '')) return sendOverview(r);
   if (top === 'runs' && name !== undefined && !extra.length) return sendRun(r, name, sub);
   if (top === 'dags' && name !== undefined && sub === undefined) return sendDag(r, name);
+  if (top === 'compare' && r.parts.length === 1) return sendCompare(r);
   notFound(r, `No page ${r.path}.`);
 }
 
+const ASSETS: Record<string, { type: string; body: () => string }> = {
+  'app.css': { type: 'text/css; charset=utf-8', body: () => CSS + PLOTS_CSS },
+  'app.js': { type: 'text/javascript; charset=utf-8', body: () => JS },
+  'plots.js': { type: 'text/javascript; charset=utf-8', body: () => PLOTS_JS },
+  'uplot.js': { type: 'text/javascript; charset=utf-8', body: () => uplotAssets().js },
+  'uplot.css': { type: 'text/css; charset=utf-8', body: () => uplotAssets().css },
+};
+
 function sendAsset(r: PageRequest, name: string | undefined): void {
-  if (name === 'app.css') send(r.res, 200, 'text/css; charset=utf-8', CSS, { 'cache-control': 'no-cache' });
-  else if (name === 'app.js')
-    send(r.res, 200, 'text/javascript; charset=utf-8', JS, { 'cache-control': 'no-cache' });
+  const asset = name !== undefined && Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
+  if (asset) send(r.res, 200, asset.type, asset.body(), { 'cache-control': 'no-cache' });
   else notFound(r, `No asset ${name}.`);
 }
 
@@ -230,6 +243,7 @@ async function sendRun(r: PageRequest, name: string, sub: string | undefined): P
   const attempt = intParam(r.url, 'attempt');
   if (attempt === null) return send(r.res, 400, TEXT, 'attempt must be a number\n');
   if (r.api && sub === 'logs') return sendLogs(r, doc, attempt);
+  if (r.api && sub === 'metrics') return sendRunMetrics(r, doc);
   if (sub !== undefined) return notFound(r, `No page ${r.path}.`);
   const view = await runView(r.c, doc, attempt, r.now);
   const q = attempt !== undefined ? `?attempt=${attempt}` : '';
@@ -250,6 +264,55 @@ async function sendLogs(r: PageRequest, doc: RunStatusDoc, attempt: number | und
     );
   }
   sendJson(r.res, 200, await readLogChunk(r.c, a, name, after ?? 0));
+}
+
+/** `points` (how many per series the plot can show), clamped; null when it is not a number. */
+function pointsParam(url: URL): number | null {
+  const points = intParam(url, 'points');
+  if (points === null) return null;
+  return Math.min(MAX_POINTS, Math.max(16, points ?? DEFAULT_POINTS));
+}
+
+/** `metric`: a metric name as the workload wrote it; undefined for all (or the default). */
+const metricParam = (url: URL): string | undefined => url.searchParams.get('metric') || undefined;
+
+/** A run's metric series for its plots, across attempts, downsampled to `points`. */
+async function sendRunMetrics(r: PageRequest, doc: RunStatusDoc): Promise<void> {
+  const store = r.c.view.objectStore;
+  if (!store) return notFound(r, 'no object store is configured (a Storage spec): there are no metrics');
+  const points = pointsParam(r.url);
+  if (points === null) return sendJson(r.res, 400, { error: 'points must be a number' });
+  sendJson(r.res, 200, await runMetricsData(store, doc, { metric: metricParam(r.url), points }));
+}
+
+/** The runs of `?runs=a,b,c`, or why the list is not one. */
+function compareRuns(url: URL): string[] | string {
+  const runs = (url.searchParams.get('runs') ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+  const bad = runs.find((x) => !NAME.test(x));
+  if (bad !== undefined) return `"${bad}" is not a run name: runs= takes run names separated by commas`;
+  if (runs.length > MAX_COMPARE_RUNS)
+    return `${runs.length} runs asked for, at most ${MAX_COMPARE_RUNS} fit one plot: compare fewer`;
+  return [...new Set(runs)];
+}
+
+/** The compare page (`/ui/compare?runs=a,b&metric=loss`), or under /ui/api/ its plot's data. */
+async function sendCompare(r: PageRequest): Promise<void> {
+  const runs = compareRuns(r.url);
+  if (typeof runs === 'string') {
+    if (r.api) return sendJson(r.res, 400, { error: runs });
+    return send(r.res, 400, TEXT, `${runs}\n`);
+  }
+  const metric = metricParam(r.url);
+  if (!r.api) return htmlPage(r, 200, compareView(r.c, runs, metric));
+  const store = r.c.view.objectStore;
+  if (!store) return notFound(r, 'no object store is configured (a Storage spec): there are no metrics');
+  const points = pointsParam(r.url);
+  if (points === null) return sendJson(r.res, 400, { error: 'points must be a number' });
+  const docs = runs.map((name) => ({ name, doc: r.c.view.runStatus(name) }));
+  sendJson(r.res, 200, await compareData(store, docs, { metric, points }));
 }
 
 async function sendDag(r: PageRequest, name: string): Promise<void> {

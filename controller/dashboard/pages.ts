@@ -29,10 +29,14 @@ export interface View {
   sections: Section[];
   /** What the page's JSON endpoint returns besides the sections. */
   data: Record<string, unknown>;
+  /** The page draws metric plots (`#plots`): it loads uPlot and the plots' script. */
+  plots?: boolean;
 }
 
 export const runHref = (name: string): string => `/ui/runs/${encodeURIComponent(name)}`;
 export const dagHref = (name: string): string => `/ui/dags/${encodeURIComponent(name)}`;
+export const compareHref = (runs: readonly string[], metric?: string): string =>
+  `/ui/compare?runs=${runs.map(encodeURIComponent).join(',')}${metric ? `&metric=${encodeURIComponent(metric)}` : ''}`;
 
 const badge = (phase: string | undefined): Html =>
   phase
@@ -145,6 +149,9 @@ function runRows(runs: readonly RunStatusDoc[], now: number): Html[] {
     const name = d.metadata.name;
     const owner = d.status.owner;
     return html`<tr data-run="${name}">
+      <td data-col="select">
+        <input type="checkbox" class="compare" value="${name}" aria-label="compare ${name}" />
+      </td>
       <td data-col="name"><a href="${runHref(name)}">${name}</a></td>
       <td data-col="owner">${owner ? html`<a href="${dagHref(owner)}">dag/${owner}</a>` : ''}</td>
       <td data-col="phase">${badge(d.status.phase)}</td>
@@ -296,10 +303,17 @@ export function overviewView(c: Controller, now: number): View {
       ...verificationSection(source),
       ...loadErrorsSection(source),
       {
+        // Outside the refreshed table, so the script keeps it while the rows are swapped.
+        body: html`<p class="compare-bar">
+          <a id="compare-link" class="disabled" href="/ui/compare">Compare runs</a>
+          <span class="muted">: tick runs below to overlay their metrics</span>
+        </p>`,
+      },
+      {
         id: 'runs',
         body: html`<h2>Runs <span class="muted">(${runs.length})</span></h2>
           ${table(
-            ['Name', 'Owner', 'Phase', 'Backend', ['Attempt', 'num'], 'Progress', 'Age', 'Reason'],
+            ['', 'Name', 'Owner', 'Phase', 'Backend', ['Attempt', 'num'], 'Progress', 'Age', 'Reason'],
             runRows(runs, now),
             'No runs yet.',
           )}`,
@@ -543,6 +557,7 @@ export async function runView(
         body: html`<h2>Attempts</h2>
           ${attemptsTable(doc, now)}`,
       },
+      { body: metricsPane(c, doc) },
       {
         body: html`<h2>Logs${attempt ? html` <span class="muted">(attempt ${attempt})</span>` : ''}</h2>
           ${picker}${logs}`,
@@ -554,6 +569,68 @@ export async function runView(
       },
     ],
     data: { run: doc },
+    plots: !!c.view.objectStore,
+  };
+}
+
+/** The run's metric plots (drawn by plots.js from the metrics endpoint), or why there are none. */
+function metricsPane(c: Controller, doc: RunStatusDoc): Html {
+  const name = doc.metadata.name;
+  if (!c.view.objectStore)
+    return html`<h2>Metrics</h2>
+      <p class="muted">No object store is configured (a Storage spec): metrics stay on the backend.</p>`;
+  return html`<h2>
+      Metrics <span class="small"><a href="${compareHref([name])}">compare with other runs</a></span>
+    </h2>
+    <div
+      id="plots"
+      class="plots"
+      data-mode="run"
+      data-metrics="${`/ui/api/runs/${encodeURIComponent(name)}/metrics`}"
+    >
+      <p class="note">loading…</p>
+    </div>`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparing runs
+
+/**
+ * Several runs' curves of one metric in one plot (drawn by plots.js from `/ui/api/compare`), with
+ * links to each run and a picker of the other metrics they logged (filled in by the script).
+ */
+export function compareView(c: Controller, runs: readonly string[], metric: string | undefined): View {
+  const api = `/ui/api${compareHref(runs, metric).slice('/ui'.length)}`;
+  const known = new Set(c.view.statusNames('Run'));
+  const links = runs.map((r, i) =>
+    known.has(r)
+      ? html`${i ? ', ' : ''}<a href="${runHref(r)}" data-run="${r}">${r}</a>`
+      : html`${i ? ', ' : ''}<span class="muted" data-run="${r}">${r}</span>`,
+  );
+  const body = !runs.length
+    ? html`<p class="muted">
+        No runs chosen: tick runs on the <a href="/ui/">overview</a>, or list them here as
+        <span class="mono">/ui/compare?runs=a,b&amp;metric=loss</span>.
+      </p>`
+    : !c.view.objectStore
+      ? html`<p class="muted">
+          No object store is configured (a Storage spec): there are no metrics to compare.
+        </p>`
+      : html`<p id="metric-picker" class="metric-picker"></p>
+          <div id="plots" class="plots" data-mode="compare" data-metrics="${api}">
+            <p class="note">loading…</p>
+          </div>`;
+  return {
+    title: `compare ${runs.join(', ')}`,
+    sections: [
+      {
+        body: html`<h1>Compare runs</h1>
+          <p>${links.length ? links : html`<span class="muted">-</span>`}</p>
+          ${body}`,
+      },
+    ],
+    data: { runs, metric: metric ?? null },
+    plots: runs.length > 0 && !!c.view.objectStore,
   };
 }
 
@@ -580,6 +657,10 @@ export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Pr
   const childOf = (id: string) => st.nodes[id]?.run ?? `${name}.${id}`;
   const link = (id: string) => (runs.has(childOf(id)) ? runHref(childOf(id)) : undefined);
   const nodes = Object.values(st.nodes);
+  const started = graph.map((g) => childOf(g.id)).filter((r) => runs.has(r));
+  const compareNodes = started.length
+    ? html`<a class="small" id="compare-nodes" href="${compareHref(started)}">compare their metrics</a>`
+    : '';
   const summary = html`<h1>${name} ${badge(st.phase)}</h1>
     ${facts([
       ['Reason', st.reason],
@@ -625,7 +706,7 @@ export async function dagView(c: Controller, doc: DagStatusDoc, now: number): Pr
       },
       {
         id: 'nodes',
-        body: html`<h2>Nodes</h2>
+        body: html`<h2>Nodes ${compareNodes}</h2>
           ${table(['Node', 'Phase', 'Run', ['Attempts', 'num'], 'Needs', 'Since', 'Reason'], rows, 'No nodes.')}`,
       },
       {
@@ -659,7 +740,13 @@ export function page(view: View, opts: { api?: string; refreshMs: number }): str
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/ui/assets/app.css">
 <script src="/ui/assets/app.js" defer></script>
-</head>
+${
+  view.plots
+    ? html`<link rel="stylesheet" href="/ui/assets/uplot.css" />
+        <script src="/ui/assets/uplot.js" defer></script>
+        <script src="/ui/assets/plots.js" defer></script> `
+    : ''
+}</head>
 <body${opts.api ? html` data-api="${opts.api}" data-refresh-ms="${opts.refreshMs}"` : ''}>
 <header><a class="brand" href="/ui/">AdventureTime</a><a href="/ui/">Overview</a><span class="muted">read-only</span><span id="live" class="live"></span></header>
 <main>
