@@ -45,9 +45,11 @@ describe('adv', () => {
     const io = captureIo();
     expect(await runCli(['schema', '--out', dir], io)).toBe(0);
     expect((await readdir(dir)).sort()).toEqual([
+      'alert.schema.json',
       'backend.schema.json',
       'dag.schema.json',
       'environment.schema.json',
+      'provider.schema.json',
       'run.schema.json',
       'storage.schema.json',
     ]);
