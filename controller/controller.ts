@@ -31,6 +31,7 @@ import { errText, liveAttempts, Observer, type Observation } from './loop/observ
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
 import { PassScopes, reconcileDag, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
 import { requeue } from './loop/requeue.js';
+import { reconcileSweeps } from './loop/sweep-reconcile.js';
 import { Sleeper } from './loop/sleeper.js';
 import { RepoSync } from './loop/repo-sync.js';
 import { StatusView } from './loop/status-view.js';
@@ -268,6 +269,7 @@ export class Controller {
     const scope = await this.scopes.next(observation);
     const actions: RunAction[] = [];
     for (let round = 0; round < 4 && due.length; round++) {
+      reconcileSweeps(scope, due, this.queue);
       for (const key of due.filter((k) => k.startsWith('DAG/')))
         requeue(this.queue, key, await reconcileDag(scope, splitKey(key)[1]));
       for (const key of [...due, ...this.queue.takeDue()].filter((k) => k.startsWith('Run/'))) {

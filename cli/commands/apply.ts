@@ -13,6 +13,7 @@ const DIRS: Record<Kind, string> = {
   Backend: 'backends',
   Storage: '',
   Environment: 'environments',
+  Sweep: 'sweeps',
 };
 
 /** `adv apply -f FILE`: validates the file alone, then in the repo, and commits it (pushes for a URL). */

@@ -19,7 +19,9 @@ import type {
   RunSpec,
   SpecObject,
   Storage,
+  Sweep,
 } from './schema.js';
+import { sweepRules } from './sweep-rules.js';
 import { closest } from './validate.js';
 import { codeRepoUrlProblem } from '../git/code-repo-url.js';
 
@@ -83,6 +85,10 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
       storageRules(c, obj as Storage);
       nulRules(c, (obj as Storage).spec, ['spec']);
       break;
+    case 'Sweep':
+      runSpecRules(c, (obj as Sweep).spec.template, ['spec', 'template']);
+      sweepRules(c.error.bind(c), obj as Sweep);
+      break;
   }
   return c.out;
 }
@@ -105,6 +111,7 @@ export function backendRefsOf(obj: SpecObject, loc: Locator): BackendRef[] {
     fromSelector(dag.spec.defaults?.backendSelector, ['spec', 'defaults']);
     dag.spec.nodes.forEach((n, i) => fromSelector(n.run.backendSelector, ['spec', 'nodes', i, 'run']));
   }
+  if (obj.kind === 'Sweep') fromSelector((obj as Sweep).spec.template.backendSelector, ['spec', 'template']);
   return refs;
 }
 

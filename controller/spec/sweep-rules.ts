@@ -1,0 +1,104 @@
+/**
+ * A Sweep's own rules, beyond the schema and the Run rules its template gets: the parameters
+ * expand to a bounded set of distinct points, every listed point names the same parameters, and
+ * every `{{params.NAME}}` of the template names one of them (located at the string that says it).
+ */
+import { canonicalJson } from '../reconcile/run-plan-model.js';
+import type { Sweep } from './schema.js';
+import { MAX_SWEEP_POINTS, PARAM_REF, pointCount } from './sweep-params.js';
+import { closest } from './validate.js';
+
+type Path = (string | number)[];
+/** How a rule reports: the Collector's `error` of rules.ts. */
+export type SweepError = (code: string, path: Path, message: string, hint?: string, key?: boolean) => void;
+
+/** Every rule of a schema-valid Sweep. */
+export function sweepRules(error: SweepError, sweep: Sweep): void {
+  const { grid = {}, points } = sweep.spec.parameters;
+  const gridNames = Object.keys(grid);
+  if (!gridNames.length && !points) {
+    error(
+      'SweepNoPoints',
+      ['spec', 'parameters'],
+      'the sweep has no points: neither "grid" nor "points" names a parameter',
+      'add parameters.grid: {lr: [0.1, 0.01]} or parameters.points: [{lr: 0.1}]',
+    );
+    return;
+  }
+  const count = pointCount(sweep.spec);
+  if (count > MAX_SWEEP_POINTS)
+    error(
+      'SweepTooLarge',
+      ['spec', 'parameters'],
+      `the parameters expand to ${count} points; a Sweep may have at most ${MAX_SWEEP_POINTS}`,
+      'split it into several Sweeps, or take fewer values',
+    );
+  const listed = points ? listedPointRules(error, points, gridNames) : [];
+  paramRefRules(error, sweep, new Set([...gridNames, ...listed]));
+}
+
+/** Listed points all name the same parameters, none of the grid's, and no two are equal. */
+function listedPointRules(
+  error: SweepError,
+  points: readonly Record<string, unknown>[],
+  gridNames: readonly string[],
+): string[] {
+  const names = Object.keys(points[0] ?? {}).sort();
+  const seen = new Map<string, number>();
+  points.forEach((p, i) => {
+    const path = ['spec', 'parameters', 'points', i];
+    const own = Object.keys(p).sort();
+    if (own.join(',') !== names.join(','))
+      error(
+        'SweepPointNames',
+        path,
+        `this point names ${list(own)}, the first point ${list(names)}: every point names the same parameters`,
+        'give every point a value for each parameter (a parameter common to all can go in parameters.grid)',
+      );
+    for (const n of own)
+      if (gridNames.includes(n))
+        error(
+          'SweepParamTwice',
+          [...path, n],
+          `"${n}" is in parameters.grid too: a point would have two values for it`,
+          `remove "${n}" from the point or from the grid`,
+          true,
+        );
+    const key = canonicalJson(p);
+    const first = seen.get(key);
+    if (first !== undefined)
+      error(
+        'SweepDuplicatePoint',
+        path,
+        `this point is the same as point ${first}: one point runs once`,
+        'remove one of them',
+      );
+    else seen.set(key, i);
+  });
+  return names;
+}
+
+/** Every `{{params.NAME}}` in the template's command and env values names a parameter. */
+function paramRefRules(error: SweepError, sweep: Sweep, names: ReadonlySet<string>): void {
+  const t = sweep.spec.template;
+  const texts: [Path, string][] = [];
+  const base = ['spec', 'template'];
+  if (typeof t.command === 'string') texts.push([[...base, 'command'], t.command]);
+  else (t.command ?? []).forEach((a, i) => texts.push([[...base, 'command', i], a]));
+  for (const [k, v] of Object.entries(t.env ?? {})) texts.push([[...base, 'env', k], v]);
+  for (const [path, text] of texts)
+    for (const m of text.matchAll(PARAM_REF)) {
+      const name = m[1]!;
+      if (names.has(name)) continue;
+      const guess = closest(name, names);
+      error(
+        'UnknownParam',
+        path,
+        `{{params.${name}}} names no parameter of this sweep (it has ${list([...names].sort())})`,
+        guess ? `did you mean {{params.${guess}}}?` : 'add it to parameters.grid or to every point',
+      );
+    }
+}
+
+const list = (names: readonly string[]): string =>
+  names.length ? names.map((n) => `"${n}"`).join(', ') : 'none';
