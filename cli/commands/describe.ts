@@ -19,6 +19,7 @@ import {
 import { renderTable } from '../format.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
+import { describeSweep } from './sweep.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -26,7 +27,7 @@ export function registerDescribe(program: Command, io: Io): void {
     .description(
       'Show one run or DAG in detail: phase, conditions, attempts or nodes, and its history from git log',
     )
-    .argument('<kind>', 'run | dag')
+    .argument('<kind>', 'run | dag | sweep')
     .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -35,9 +36,21 @@ export function registerDescribe(program: Command, io: Io): void {
         .choices(['text', 'yaml', 'json'])
         .default('text'),
     )
+    .option('--metric <name>', 'sweep: show the last value of this metric per point, best first')
+    .option('--mode <min|max>', 'sweep, with --metric: lower (min, default) or higher (max) is better')
+    .option(
+      '--store <url>',
+      'sweep, with --metric: object store (default: $ADV_STORE, else the Storage spec)',
+    )
+    .option(
+      '--data-dir <dir>',
+      "sweep, with --metric: the controller's data dir (where a file store's path starts)",
+    )
     .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
+    .addHelpText('after', '  adv describe sweep lr-search --metric loss --mode min')
     .action(
       async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
+        if (/^sweeps?$/i.test(kind)) return describeSweep(io, name, opts);
         const isDag = /^dags?$/i.test(kind);
         if (!/^runs?$/i.test(kind) && !isDag)
           throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {
@@ -173,7 +186,11 @@ function duration(s: number): string {
 }
 
 /** The object's lines from `git log` of its status file: what changed, when, in which commit. */
-async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Promise<string[]> {
+export async function history(
+  r: StatusReader,
+  kind: 'run' | 'dag' | 'sweep',
+  name: string,
+): Promise<string[]> {
   const file = `${kind}s/${name}.yaml`;
   const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
   const out = ['', safe`History (git log ${r.repo.statusBranch} -- ${file}):`];
@@ -257,7 +274,7 @@ function lineage(r: StatusReader, name: string, st: RunStatusDoc['status']): str
 }
 
 /** The `Conditions:` section, kubectl describe style. */
-function conditionsSection(conditions: readonly Condition[]): string[] {
+export function conditionsSection(conditions: readonly Condition[]): string[] {
   return [
     '',
     'Conditions:',

@@ -12,7 +12,7 @@ import { GitTreeSource, TreeListingCache } from '../git/tree-source.js';
 import { listOf, readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
 import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
-import { desiredSweep, type DesiredSweep, type InvalidSweep } from '../reconcile/sweep-plan.js';
+import { desiredSweep, SWEEP_LABEL, type DesiredSweep, type InvalidSweep } from '../reconcile/sweep-plan.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
 import type { Diagnostic } from '../spec/diagnostic.js';
 import {
@@ -34,6 +34,16 @@ import { errText } from './observer.js';
 export const runKey = (name: string): string => `Run/${name}`;
 export const dagKey = (name: string): string => `DAG/${name}`;
 export const sweepKey = (name: string): string => `Sweep/${name}`;
+
+/** The key of the DAG or Sweep that owns a child run (a Sweep's children carry its label). */
+export function ownerKey(doc: {
+  metadata: { labels?: Record<string, string> };
+  status: { owner?: string };
+}): string | undefined {
+  const owner = doc.status.owner;
+  if (!owner) return undefined;
+  return doc.metadata.labels?.[SWEEP_LABEL] === owner ? sweepKey(owner) : dagKey(owner);
+}
 
 /** `Run/foo` → ['Run', 'foo']. */
 export function splitKey(key: string): [string, string] {

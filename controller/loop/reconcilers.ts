@@ -30,8 +30,8 @@ import {
 } from '../status/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { DesiredState } from './desired-state.js';
-import { dagKey, runKey, splitKey, sweepKey } from './desired-state.js';
-import { SWEEP_LABEL, SweepPlanCaches } from '../reconcile/sweep-plan.js';
+import { ownerKey, runKey, splitKey } from './desired-state.js';
+import { SweepPlanCaches } from '../reconcile/sweep-plan.js';
 import type { SweepStatusDoc } from '../status/types.js';
 import type { Observation } from './observer.js';
 import type { ReconcileResult } from './requeue.js';
@@ -164,9 +164,8 @@ export function reconcileRun(s: PassScope, name: string): RunReconcile {
   );
   reserveCapacity(s, plan, current);
   if (plan.doc && plan.doc !== current && plan.summary) stageRun(s, name, plan.doc, plan.summary);
-  if (plan.doc && plan.doc !== current && plan.doc.status.owner) s.hint(dagKey(plan.doc.status.owner));
-  const sweep = plan.doc !== current ? plan.doc?.metadata.labels?.[SWEEP_LABEL] : undefined;
-  if (sweep && sweep === plan.doc?.status.owner) s.hint(sweepKey(sweep));
+  const owner = plan.doc && plan.doc !== current ? ownerKey(plan.doc) : undefined;
+  if (owner) s.hint(owner);
   const ended =
     last !== undefined &&
     isLiveAttempt(last) &&
