@@ -50,6 +50,7 @@ describe('adv', () => {
       'environment.schema.json',
       'run.schema.json',
       'storage.schema.json',
+      'sweep.schema.json',
     ]);
     await rm(dir, { recursive: true });
   });
