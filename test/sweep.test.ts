@@ -11,6 +11,8 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
+import { DirectorySource, loadSpecs, type Sweep } from '../controller/index.js';
+import { expandPoints } from '../controller/spec/sweep-params.js';
 import type { RunStatusDoc, SweepStatusDoc } from '../controller/status/types.js';
 import { metricsPrefix } from '../runtime/metrics.js';
 import { openStore } from '../runtime/store/index.js';
@@ -295,5 +297,16 @@ describe('a bad Sweep', () => {
       await c.stop();
       await wt.cleanup();
     }
+  });
+});
+
+describe('the example sweep in specs/', () => {
+  it('validates with the rest of the example repo and has 3 × 2 points', async () => {
+    const specs = join(import.meta.dirname, '..', 'specs');
+    const r = await loadSpecs(new DirectorySource(specs));
+    expect(r.diagnostics.filter((d) => d.severity === 'error')).toEqual([]);
+    const o = r.objects.find((x) => x.kind === 'Sweep' && x.name === 'lr-search');
+    expect(o).toBeDefined();
+    expect(expandPoints((o!.object as Sweep).spec)).toHaveLength(6);
   });
 });
