@@ -270,6 +270,34 @@ describe('changing a running sweep', { timeout: 4 * WAIT_MS }, () => {
   });
 });
 
+describe('maxConcurrent to the end', { timeout: 2 * ATTEMPTS_MS }, () => {
+  it('with maxConcurrent: 1, the controller runs every point, one after the other, until idle', async () => {
+    const wt = await makeWorkTree({
+      'backends/local.yaml': LOCAL_BACKEND,
+      'sweeps/one.yaml': sweepYaml(
+        'one',
+        '{lr: [1, 2, 3], opt: [sgd]}',
+        '  maxConcurrent: 1\n',
+        '[sh, -c, "exit 0"]',
+      ),
+    });
+    const c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data-one'), pollIntervalMs: 100 });
+    try {
+      await c.runUntilIdle({ timeoutMs: ATTEMPTS_MS });
+      const s = c.view.sweepStatus('one')!;
+      expect(s.status).toMatchObject({ phase: 'Succeeded', counts: { Succeeded: 3 } });
+      // In expansion order, each submitted only once the one before had finished.
+      const attempts = Object.keys(s.status.points).map((r) => c.runStatus(r)!.status.attempts);
+      expect(attempts.map((a) => a.length)).toEqual([1, 1, 1]);
+      for (let i = 1; i < attempts.length; i++)
+        expect(attempts[i]![0]!.submittedAt! >= attempts[i - 1]![0]!.finishedAt!).toBe(true);
+    } finally {
+      await c.stop();
+      await wt.cleanup();
+    }
+  });
+});
+
 describe('a bad Sweep', () => {
   it('is reported with file and line on its status, and the rest of the repo keeps working', async () => {
     const wt = await makeWorkTree({
