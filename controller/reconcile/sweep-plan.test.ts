@@ -1,4 +1,6 @@
+import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { serializeStatus } from '../status/writer.js';
 import type { SweepSpec } from '../spec/schema.js';
 import { expandPoints, pointRunName, pointRunSpec } from '../spec/sweep-params.js';
 import type { Phase, RunStatusDoc, SweepStatusDoc } from '../status/types.js';
@@ -217,5 +219,15 @@ describe('planSweep', () => {
     const p = planSweep({ name: 's', current: first.doc as SweepStatusDoc, child: () => undefined }, ctx());
     expect(p.children).toEqual([]);
     expect(p.doc!.status).toMatchObject({ phase: 'Cancelled', reason: 'SpecDeleted' });
+  });
+});
+
+describe('a sweep status file', () => {
+  it('has one point a line (a 10,000-point sweep is rewritten whenever a point moves) and reads back equal', () => {
+    const p = planSweep({ name: 's', desired: sweep(spec(GRID_3x2)), child: () => undefined }, ctx());
+    const text = serializeStatus(p.doc!);
+    const lines = text.split('\n').filter((l) => /^ {4}"s-[0-9a-f]{8}": \{.*\}$/.test(l));
+    expect(lines).toHaveLength(6);
+    expect(parse(text)).toEqual(JSON.parse(JSON.stringify(p.doc)));
   });
 });

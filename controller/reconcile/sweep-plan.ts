@@ -162,9 +162,9 @@ export function planSweep(input: SweepPlanInput, ctx: SweepPlanContext): SweepPl
   if (!invalid) adoptSpec(doc, desired, ctx.specCommit, now);
   if (desired.labels) doc.metadata.labels = desired.labels;
   else delete doc.metadata.labels;
-  const children = planPoints(input, ctx.caches ?? new SweepPlanCaches(), doc, desired, now);
+  const { children, changed } = planPoints(input, ctx.caches ?? new SweepPlanCaches(), doc, desired, now);
   sweepPhase(doc, desired.spec);
-  return finish(input, doc, children, summaryOf(input, doc));
+  return finish(input, doc, children, summaryOf(input, doc), changed);
 }
 
 /** The status to edit: a copy of `current` deep enough for what the planner replaces, or a new one. */
@@ -208,7 +208,8 @@ function adoptSpec(doc: SweepStatusDoc, desired: DesiredSweep, specCommit: strin
 /**
  * Every point's status, and the children that should exist: a point whose child was created
  * (earlier, or now if a slot is free) keeps it; the rest wait. A child counts against
- * `maxConcurrent` until it is finished.
+ * `maxConcurrent` until it is finished. Returns the children and whether any point changed (points
+ * are compared field by field: a sweep of 10,000 points is planned whenever one of them moves).
  */
 function planPoints(
   input: SweepPlanInput,
@@ -216,30 +217,24 @@ function planPoints(
   doc: SweepStatusDoc,
   desired: DesiredSweep,
   now: string,
-): DesiredRun[] {
+): { children: DesiredRun[]; changed: boolean } {
   const before = doc.status.points;
   const points = caches.points(desired);
-  const created = (p: Point) => {
+  const kids = points.map((p) => input.child(p.run));
+  // A child left over from an earlier removal of the point is not ours until a slot makes it so.
+  const isCreated = points.map((p, i) => {
     const prev = before[p.run];
-    const child = input.child(p.run);
-    // A child left over from an earlier removal of the point is not ours until a slot makes it so.
-    return (
-      (prev !== undefined && prev.phase !== 'Waiting') ||
-      (child !== undefined && !TERMINAL_PHASES.has(child.status.phase))
-    );
-  };
-  const isCreated = new Map(points.map((p) => [p.run, created(p)]));
-  const live = points.filter((p) => {
-    const child = input.child(p.run);
-    return isCreated.get(p.run) && (!child || !TERMINAL_PHASES.has(child.status.phase));
-  }).length;
+    return (prev !== undefined && prev.phase !== 'Waiting') || (kids[i] !== undefined && !finished(kids[i]));
+  });
+  const live = points.filter((_, i) => isCreated[i] && !finished(kids[i])).length;
   const max = desired.spec.maxConcurrent;
   let slots = max === undefined ? Infinity : Math.max(0, max - live);
   const children: DesiredRun[] = [];
   const next: Record<string, SweepPointStatus> = {};
-  for (const p of points) {
+  let changed = Object.keys(before).length !== points.length;
+  points.forEach((p, i) => {
     let ps: SweepPointStatus;
-    if (isCreated.get(p.run)) ps = childPoint(p.params, input.child(p.run));
+    if (isCreated[i]) ps = childPoint(p.params, kids[i]);
     else if (desired.spec.suspend) ps = waiting(p.params, Reason.Suspended, 'the Sweep is suspended');
     else if (slots > 0) {
       slots--;
@@ -248,11 +243,26 @@ function planPoints(
     if (ps.phase !== 'Waiting') children.push(caches.child(desired, p));
     const prev = before[p.run];
     ps.since = prev && prev.phase === ps.phase && prev.attempts === ps.attempts ? prev.since : now;
-    next[p.run] = prev && canonicalJson(prev) === canonicalJson(ps) ? prev : ps;
-  }
+    // The run name is the hash of the params: the same name, the same params.
+    if (prev && samePoint(prev, ps)) next[p.run] = prev;
+    else {
+      next[p.run] = ps;
+      changed = true;
+    }
+  });
   doc.status.points = next;
-  return children;
+  return { children, changed };
 }
+
+const finished = (child: RunStatusDoc | undefined): boolean =>
+  child !== undefined && TERMINAL_PHASES.has(child.status.phase);
+
+const samePoint = (a: SweepPointStatus, b: SweepPointStatus): boolean =>
+  a.phase === b.phase &&
+  a.attempts === b.attempts &&
+  a.reason === b.reason &&
+  a.message === b.message &&
+  a.since === b.since;
 
 const waiting = (params: Params, reason: string, message: string): SweepPointStatus => ({
   phase: 'Waiting',
@@ -327,10 +337,19 @@ function finish(
   doc: SweepStatusDoc,
   children: DesiredRun[],
   summary: string,
+  pointsChanged = true,
 ): SweepPlan {
   const current = input.current;
-  if (current && canonicalJson(current) === canonicalJson(doc)) return { doc: current, children };
+  if (current && (!pointsChanged || current.status.points === doc.status.points) && sameShell(current, doc))
+    return { doc: current, children };
   return { doc, summary, children };
+}
+
+/** Everything but the points (compared one by one) and the applied spec (compared by generation). */
+function sameShell(a: SweepStatusDoc, b: SweepStatusDoc): boolean {
+  const shell = (d: SweepStatusDoc) =>
+    canonicalJson({ ...d, appliedSpec: undefined, status: { ...d.status, points: undefined } });
+  return a.status.observedGeneration === b.status.observedGeneration && shell(a) === shell(b);
 }
 
 /** A loaded Sweep as the planner takes it. */
