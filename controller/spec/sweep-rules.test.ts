@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SpecLoader } from './loader.js';
+import { pointRunName } from './sweep-params.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const HEAD = 'apiVersion: adventuretime.dev/v1alpha1\nkind: Sweep\nmetadata:\n  name: s\nspec:\n';
@@ -88,5 +89,30 @@ describe('Sweep rules', () => {
     expect(d.message).toBe('{{params.lrr}} names no parameter of this sweep (it has "lr")');
     expect(d.hint).toBe('did you mean {{params.lr}}?');
     expect(d.path).toBe('spec.template.command');
+  });
+});
+
+describe('a point named like another run', () => {
+  it('refuses the Run and the Sweep, each saying where the other is', () => {
+    const sweepText =
+      HEAD.replace('name: s', 'name: g') +
+      '  template: {command: x}\n  parameters:\n    grid: {lr: [1, 2]}\n';
+    const l = new SpecLoader();
+    l.loadFile('sweeps/g.yaml', enc(sweepText), '1');
+    expect(l.result().objects).toHaveLength(1);
+    const taken = pointRunName('g', { lr: 2 });
+    l.loadFile(
+      'runs/r.yaml',
+      enc(
+        `apiVersion: adventuretime.dev/v1alpha1\nkind: Run\nmetadata:\n  name: ${taken}\nspec:\n  command: x\n`,
+      ),
+      '1',
+    );
+    const got = l.result().diagnostics.map((d) => `${d.file}:${d.line} ${d.code} ${d.message}`);
+    expect(got).toEqual([
+      `runs/r.yaml:4 DuplicateName Run/${taken} is also a point of Sweep/g at sweeps/g.yaml:8`,
+      `sweeps/g.yaml:8 DuplicateName a point runs as Run/${taken}, which is also defined at runs/r.yaml:4`,
+    ]);
+    expect(l.result().objects).toEqual([]);
   });
 });

@@ -4,8 +4,10 @@
  * every `{{params.NAME}}` of the template names one of them (located at the string that says it).
  */
 import { canonicalJson } from '../reconcile/run-plan-model.js';
+import type { Diagnostic } from './diagnostic.js';
+import type { Locator } from './parse.js';
 import type { Sweep } from './schema.js';
-import { MAX_SWEEP_POINTS, PARAM_REF, pointCount } from './sweep-params.js';
+import { expandPoints, MAX_SWEEP_POINTS, PARAM_REF, pointCount, pointRunName } from './sweep-params.js';
 import { closest } from './validate.js';
 
 type Path = (string | number)[];
@@ -102,3 +104,78 @@ function paramRefRules(error: SweepError, sweep: Sweep, names: ReadonlySet<strin
 
 const list = (names: readonly string[]): string =>
   names.length ? names.map((n) => `"${n}"`).join(', ') : 'none';
+
+/** The run names of a schema-valid Sweep's points, with where its parameters are written. */
+export interface SweepPointNames {
+  names: string[];
+  line: number;
+  column: number;
+}
+
+/** What the loader keeps of a Sweep for the cross-file rules (none when it has too many points). */
+export function sweepPointNamesOf(sweep: Sweep, loc: Locator): SweepPointNames {
+  const at = loc.at(['spec', 'parameters']);
+  const n = pointCount(sweep.spec);
+  const names =
+    n > 0 && n <= MAX_SWEEP_POINTS
+      ? expandPoints(sweep.spec).map((p) => pointRunName(sweep.metadata.name, p))
+      : [];
+  return { names, line: at.line, column: at.column };
+}
+
+/** The documents the cross-file rule reads: where each is, its kind and name, what it holds. */
+interface NamedDoc {
+  file: string;
+  line: number;
+  column: number;
+  kind?: string;
+  name?: string;
+  namePos?: { line: number; column: number };
+  children?: { name: string; path: string; line: number; column: number }[];
+  sweepPoints?: SweepPointNames;
+}
+
+/**
+ * A point runs as `<sweep>-<hash8>`: a Run, or a DAG node's child run, of that name would be one run
+ * asked for twice. The Run (or DAG) and the Sweep are both refused, as two Runs of one name are.
+ */
+export function sweepPointNameRules<D extends NamedDoc>(
+  docs: readonly D[],
+  add: (d: D, diag: Diagnostic) => void,
+): void {
+  // Who else runs a name: a Run (at its name) or a DAG (at the node's id).
+  const owners = new Map<string, { doc: D; path: string; line: number; column: number }>();
+  for (const d of docs) {
+    if (d.kind === 'Run' && d.name)
+      owners.set(d.name, { doc: d, path: 'metadata.name', ...(d.namePos ?? d) });
+    for (const c of d.children ?? []) owners.set(c.name, { doc: d, ...c });
+  }
+  const hint =
+    'rename the Run (or the Sweep): a point runs as "<sweep>-<hash of its params>", and Run names are unique';
+  for (const s of docs)
+    for (const run of s.sweepPoints?.names ?? []) {
+      const other = owners.get(run);
+      if (!other) continue;
+      const otherAt = `${other.doc.file}:${other.line}`;
+      add(other.doc, {
+        severity: 'error',
+        code: 'DuplicateName',
+        file: other.doc.file,
+        line: other.line,
+        column: other.column,
+        path: other.path,
+        message: `Run/${run} is also a point of Sweep/${s.name} at ${s.file}:${s.sweepPoints!.line}`,
+        hint,
+      });
+      add(s, {
+        severity: 'error',
+        code: 'DuplicateName',
+        file: s.file,
+        line: s.sweepPoints!.line,
+        column: s.sweepPoints!.column,
+        path: 'spec.parameters',
+        message: `a point runs as Run/${run}, which is also defined at ${otherAt}`,
+        hint,
+      });
+    }
+}
