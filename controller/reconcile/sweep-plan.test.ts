@@ -86,6 +86,9 @@ describe('pointRunSpec', () => {
       ADV_PARAM_lr: '0.001',
       ADV_PARAM_opt: "it's",
     });
+    expect(
+      pointRunSpec({ command: 'x', setup: ['pip install opt=={{params.opt}}'] }, { opt: 'a b' }).setup,
+    ).toEqual(["pip install opt=='a b'"]);
     expect(pointRunSpec({ command: ['echo', '{{params.opt}}'] }, { opt: 'a b' }).command).toEqual([
       'echo',
       'a b',

@@ -569,7 +569,7 @@ export const SweepSpecSchema = strict(
   {
     template: strict(
       runSpecProperties,
-      'The Run spec every point runs. `{{params.NAME}}` in `command` and `env` values is replaced by the point’s value of NAME.',
+      'The Run spec every point runs. `{{params.NAME}}` in `command`, `setup` and `env` values is replaced by the point’s value of NAME.',
     ),
     parameters: strict(
       {

@@ -65,14 +65,15 @@ export function substituteParams(text: string, params: Params, quote = false): s
 }
 
 /**
- * The Run spec of one point: the template with the point's values in `command` (a string command
- * is run by `sh -c`, so values are shell-quoted there; an argv list gets them as is) and in `env`
- * values, plus `ADV_PARAMS` (canonical JSON) and `ADV_PARAM_<NAME>` per parameter.
+ * The Run spec of one point: the template with the point's values in `command` and `setup` (a
+ * string command and setup steps are run by a shell, so values are shell-quoted there; an argv list
+ * gets them as is) and in `env` values, plus `ADV_PARAMS` (canonical JSON) and `ADV_PARAM_<NAME>` per parameter.
  */
 export function pointRunSpec(template: RunSpec, params: Params): RunSpec {
   const run: RunSpec = { ...template };
   if (typeof template.command === 'string') run.command = substituteParams(template.command, params, true);
   else if (template.command) run.command = template.command.map((a) => substituteParams(a, params));
+  if (template.setup) run.setup = template.setup.map((step) => substituteParams(step, params, true));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(template.env ?? {})) env[k] = substituteParams(v, params);
   env[PARAMS_ENV] = canonicalJson(params);

@@ -30,6 +30,11 @@ describe('Sweep rules', () => {
       ['UnknownParam@10'],
     ],
     [
+      'a reference in a setup step',
+      '  template:\n    command: x\n    setup: ["echo {{params.lr}}", "echo {{params.seed}}"]\n  parameters:\n    grid: {lr: [1]}\n',
+      ['UnknownParam@8'],
+    ],
+    [
       'a reference in an argv element',
       '  template:\n    command:\n      - train\n      - "{{params.lrr}}"\n  parameters:\n    grid: {lr: [1]}\n',
       ['UnknownParam@9'],

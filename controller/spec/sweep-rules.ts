@@ -80,7 +80,7 @@ function listedPointRules(
   return names;
 }
 
-/** Every `{{params.NAME}}` in the template's command and env values names a parameter. */
+/** Every `{{params.NAME}}` in the template's command, setup steps and env values names a parameter. */
 function paramRefRules(error: SweepError, sweep: Sweep, names: ReadonlySet<string>): void {
   const t = sweep.spec.template;
   const texts: [Path, string][] = [];
@@ -88,6 +88,7 @@ function paramRefRules(error: SweepError, sweep: Sweep, names: ReadonlySet<strin
   if (typeof t.command === 'string') texts.push([[...base, 'command'], t.command]);
   else (t.command ?? []).forEach((a, i) => texts.push([[...base, 'command', i], a]));
   for (const [k, v] of Object.entries(t.env ?? {})) texts.push([[...base, 'env', k], v]);
+  (t.setup ?? []).forEach((step, i) => texts.push([[...base, 'setup', i], step]));
   for (const [path, text] of texts)
     for (const m of text.matchAll(PARAM_REF)) {
       const name = m[1]!;
