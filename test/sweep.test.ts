@@ -148,6 +148,13 @@ describe('a grid sweep', { timeout: 4 * ATTEMPTS_MS }, () => {
         new RegExp(`^${added[0]}\\s+sweep/grid\\s+Succeeded`, 'm'),
       );
 
+      const plain = await adv(wt, ['describe', 'sweep', 'grid']);
+      expect(plain.out, plain.err).toMatch(/^Concurrency: {2}no limit$/m);
+      expect(plain.out).toMatch(/^Points: {7}9 Succeeded$/m);
+      expect(plain.out).toMatch(/^LR\s+OPT\s+RUN\s+PHASE\s+ATTEMPTS\s+REASON$/m);
+      const noMetric = await adv(wt, ['describe', 'sweep', 'grid', '--mode', 'max']);
+      expect([noMetric.code, noMetric.err]).toEqual([2, expect.stringContaining('--mode ranks by a metric')]);
+
       // Ranked by the last value of a metric the points logged (parts as adv exec ships them).
       const store = await openStore(`file://${join(dataDir, 'store')}`);
       const losses = new Map<string, number>();
