@@ -32,6 +32,7 @@ import type { RunSpec } from '../spec/schema.js';
 import type { DesiredState } from './desired-state.js';
 import { ownerKey, runKey, splitKey } from './desired-state.js';
 import { SweepPlanCaches } from '../reconcile/sweep-plan.js';
+import { reconcileSweep } from './sweep-reconcile.js';
 import type { SweepStatusDoc } from '../status/types.js';
 import type { Observation } from './observer.js';
 import type { ReconcileResult } from './requeue.js';
@@ -215,6 +216,17 @@ function attemptEnded(s: PassScope, last: Attempt, doc: RunStatusDoc | undefined
   const info = s.infos.get(last.backend);
   if (info) info.active = Math.max(0, (info.active ?? 0) - 1);
   for (const waiting of s.waitingForCapacity) s.hint(runKey(waiting));
+}
+
+/** A key of an object that owns child runs: `DAG/<name>` or `Sweep/<name>`, planned before runs. */
+export const isOwnerKey = (key: string): boolean => key.startsWith('DAG/') || key.startsWith('Sweep/');
+
+/** Plans the DAG or the Sweep of an owner key (see isOwnerKey). */
+export async function reconcileOwner(s: PassScope, key: string): Promise<ReconcileResult> {
+  const [kind, name] = splitKey(key);
+  if (kind !== 'Sweep') return reconcileDag(s, name);
+  reconcileSweep(s, name);
+  return {};
 }
 
 /**

@@ -4,22 +4,9 @@
  * child is planned by the Run planner in the same pass. A child that moves hints its Sweep again
  * (reconcilers.ts), which is how `maxConcurrent` creates the next point when one finishes.
  */
-import type { WorkQueue } from '../reconcile/queue.js';
 import { planSweep } from '../reconcile/sweep-plan.js';
 import type { RunStatusDoc, SweepStatusDoc } from '../status/types.js';
-import { splitKey } from './desired-state.js';
 import type { PassScope } from './reconcilers.js';
-import { requeue } from './requeue.js';
-
-/** Plans every `Sweep/<name>` key of `due` (the others are left to their own reconcilers). */
-export function reconcileSweeps(s: PassScope, due: readonly string[], queue: WorkQueue): void {
-  for (const key of due) {
-    const [kind, name] = splitKey(key);
-    if (kind !== 'Sweep') continue;
-    reconcileSweep(s, name);
-    requeue(queue, key, {});
-  }
-}
 
 /** Plans one Sweep: stages its status and sets its children in the desired state. */
 export function reconcileSweep(s: PassScope, name: string): void {
