@@ -222,6 +222,8 @@ describe('planSweep', () => {
     const p = planSweep({ name: 's', current: first.doc as SweepStatusDoc, child: () => undefined }, ctx());
     expect(p.children).toEqual([]);
     expect(p.doc!.status).toMatchObject({ phase: 'Cancelled', reason: 'SpecDeleted' });
+    // A sweep nobody asks for and nobody recorded gets no status file.
+    expect(planSweep({ name: 'x', child: () => undefined }, ctx())).toEqual({ doc: undefined, children: [] });
   });
 });
 

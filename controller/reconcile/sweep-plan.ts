@@ -136,6 +136,8 @@ export function childRun(desired: DesiredSweep, run: string, params: Params): De
  */
 export function planSweep(input: SweepPlanInput, ctx: SweepPlanContext): SweepPlan {
   const { name, invalid, current } = input;
+  // Nothing asks for it and nothing was recorded: there is no status to write.
+  if (!input.desired && !invalid && !current) return { doc: undefined, children: [] };
   const now = new Date(ctx.now).toISOString();
   const doc = copyStatus(current, name, now);
   let desired = input.desired;
