@@ -261,11 +261,9 @@ describe('changing a running sweep', { timeout: 4 * WAIT_MS }, () => {
       expect(points().map(([, x]) => x.params.lr)).toEqual([2, 3]);
       expect(most).toBe(2);
 
-      await wt.write(
-        'sweeps/s.yaml',
-        sweepYaml('s', '{lr: [2, 3], opt: [sgd]}', '  maxConcurrent: 2\n  suspend: true\n', sleeping),
-      );
-      await wt.commit('stop');
+      const cancel = await adv(wt, ['cancel', 'sweep', 's']);
+      expect(cancel.code, cancel.err).toBe(0);
+      expect(cancel.out).toMatch(/^cancel sweep\/s \(sweeps\/s\.yaml, commit [0-9a-f]{10}\)/);
       c.requestFetch('test');
       await passUntil('all cancelled', () => phaseOf(2) === 'Cancelled' && phaseOf(3) === 'Cancelled');
       await c.pass();
