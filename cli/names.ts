@@ -9,7 +9,7 @@ import { printable } from './output.js';
 import { DNS1123_SUBDOMAIN_RE as DNS1123_SUBDOMAIN, RUN_NAME_MAX } from '../runtime/names.js';
 
 /** Longest name of each kind (the schema's `metadata.name` maxLength). */
-const MAX = { run: RUN_NAME_MAX, DAG: 253 } as const;
+const MAX = { run: RUN_NAME_MAX, DAG: 253, Sweep: 54 } as const;
 
 /**
  * Returns `name` if it can name a run (or DAG); otherwise a usage error that says what a name is.
@@ -28,7 +28,7 @@ export function checkName(name: string, what: keyof typeof MAX = 'run', fresh = 
     {
       hint: fresh
         ? `write it like ${printable(suggestName(name)) || 'train-2'} (lowercase, "-" between words)`
-        : `adv get ${what === 'run' ? 'runs' : 'dags'} lists the names that exist`,
+        : `adv get ${what === 'run' ? 'runs' : what === 'DAG' ? 'dags' : 'sweeps'} lists the names that exist`,
     },
   );
 }

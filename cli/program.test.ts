@@ -52,6 +52,7 @@ describe('adv', () => {
       'provider.schema.json',
       'run.schema.json',
       'storage.schema.json',
+      'sweep.schema.json',
     ]);
     await rm(dir, { recursive: true });
   });

@@ -28,7 +28,10 @@ export type SpecEdit = (set: (path: string[], v: EditValue) => void) => void;
 
 type Found = { file: string };
 
-function find(specs: LoadResult | undefined, kind: 'Run' | 'DAG', name: string): Found | undefined {
+/** The kinds `adv cancel` and `adv retry` edit. */
+type EditKind = 'Run' | 'DAG' | 'Sweep';
+
+function find(specs: LoadResult | undefined, kind: EditKind, name: string): Found | undefined {
   return (
     specs?.objects.find((o) => o.kind === kind && o.name === name) ??
     specs?.invalid.find((o) => o.kind === kind && o.name === name)
@@ -36,7 +39,7 @@ function find(specs: LoadResult | undefined, kind: 'Run' | 'DAG', name: string):
 }
 
 /** Every set of `edit`, made to `text` one after the other. */
-function applyEdit(text: string, kind: 'Run' | 'DAG', name: string, sets: [string[], EditValue][]): string {
+function applyEdit(text: string, kind: EditKind, name: string, sets: [string[], EditValue][]): string {
   const which = (v: unknown) => {
     const doc = v as { kind?: string; metadata?: { name?: string } } | null;
     return doc?.kind === kind && doc.metadata?.name === name;
@@ -44,10 +47,10 @@ function applyEdit(text: string, kind: 'Run' | 'DAG', name: string, sets: [strin
   return sets.reduce((t, [path, v]) => setInYaml(t, which, path, v), text);
 }
 
-/** Edits the Run or DAG `name` on the watched branch, commits it with `message` and prints the commit. */
+/** Edits the Run, DAG or Sweep `name` on the watched branch, commits it with `message` and prints the commit. */
 export async function commitSpecEdit(
   io: Io,
-  kind: 'Run' | 'DAG',
+  kind: EditKind,
   name: string,
   opts: RepoOpts,
   edit: SpecEdit,
@@ -70,7 +73,7 @@ export async function commitSpecEdit(
             ? `commit ${printable(uncommitted.file)} first (the controller only sees what is committed)`
             : kind === 'Run' && name.includes('.')
               ? `"${printable(name)}" looks like a DAG node: cancel its DAG (adv cancel dag ${printable(name.split('.')[0]!)}) or remove the node from it`
-              : `adv get ${kind === 'Run' ? 'runs' : 'dags'} lists them`,
+              : `adv get ${kind === 'Run' ? 'runs' : kind === 'DAG' ? 'dags' : 'sweeps'} lists them`,
         },
       );
     }

@@ -29,7 +29,7 @@ import { JobInputs } from './loop/job-inputs.js';
 import { SecretSources, type SecretSource } from './secrets.js';
 import { errText, liveAttempts, Observer, type Observation } from './loop/observer.js';
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
-import { PassScopes, reconcileDag, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
+import { PassScopes, isOwnerKey, reconcileOwner, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
 import { requeue } from './loop/requeue.js';
 import { Sleeper } from './loop/sleeper.js';
 import { RepoSync } from './loop/repo-sync.js';
@@ -270,8 +270,7 @@ export class Controller {
     const scope = await this.scopes.next(observation);
     const actions: RunAction[] = [];
     for (let round = 0; round < 4 && due.length; round++) {
-      for (const key of due.filter((k) => k.startsWith('DAG/')))
-        requeue(this.queue, key, await reconcileDag(scope, splitKey(key)[1]));
+      for (const key of due.filter(isOwnerKey)) requeue(this.queue, key, await reconcileOwner(scope, key));
       for (const key of [...due, ...this.queue.takeDue()].filter((k) => k.startsWith('Run/'))) {
         stats.planned++;
         const r = reconcileRun(scope, splitKey(key)[1]);

@@ -47,6 +47,8 @@ export type {
   SpecSource,
   Storage,
   StorageSpec,
+  Sweep,
+  SweepSpec,
 } from './spec/index.js';
 export { CROSS_FILE_CODES } from './spec/loader.js';
 export { schemaJson, writeSchemas } from './spec/gen.js';
@@ -72,6 +74,8 @@ export type {
   StatusDoc,
 } from './status/types.js';
 export { SPECS_SOURCE, STATUS_DIRS } from './status/types.js';
+export type { SweepPointStatus, SweepStatusDoc } from './status/types.js';
+export { PARAM_ANNOTATION_PREFIX, SWEEP_LABEL } from './reconcile/sweep-plan.js';
 export { printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { attemptCost, formatCost, formatMoney, runCost } from './status/cost.js';

@@ -15,6 +15,7 @@ const DIRS: Record<Kind, string> = {
   Environment: 'environments',
   Provider: 'notifications',
   Alert: 'notifications',
+  Sweep: 'sweeps',
 };
 
 /** `adv apply -f FILE`: validates the file alone, then in the repo, and commits it (pushes for a URL). */

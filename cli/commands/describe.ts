@@ -22,6 +22,7 @@ import type { StoreOpts } from '../store.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
 import { describeNotifications, NOTIFY_KINDS } from './notifications.js';
+import { describeSweep } from './sweep.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -29,7 +30,7 @@ export function registerDescribe(program: Command, io: Io): void {
     .description(
       'Show one run or DAG in detail: phase, conditions, attempts or nodes, and its history from git log',
     )
-    .argument('<kind>', 'run | dag | alert | provider')
+    .argument('<kind>', 'run | dag | alert | provider | sweep')
     .argument('<name>', 'run or DAG name')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -40,10 +41,14 @@ export function registerDescribe(program: Command, io: Io): void {
         .choices(['text', 'yaml', 'json'])
         .default('text'),
     )
+    .option('--metric <name>', 'sweep: show the last value of this metric per point, best first')
+    .option('--mode <min|max>', 'sweep, with --metric: lower (min, default) or higher (max) is better')
     .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
+    .addHelpText('after', '  adv describe sweep lr-search --metric loss --mode min')
     .action(
       async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
         if (NOTIFY_KINDS.test(kind)) return describeNotifications(io, kind, name, opts);
+        if (/^sweeps?$/i.test(kind)) return describeSweep(io, name, opts);
         const isDag = /^dags?$/i.test(kind);
         if (!/^runs?$/i.test(kind) && !isDag)
           throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {
@@ -180,7 +185,11 @@ function duration(s: number): string {
 }
 
 /** The object's lines from `git log` of its status file: what changed, when, in which commit. */
-async function history(r: StatusReader, kind: 'run' | 'dag', name: string): Promise<string[]> {
+export async function history(
+  r: StatusReader,
+  kind: 'run' | 'dag' | 'sweep',
+  name: string,
+): Promise<string[]> {
   const file = `${kind}s/${name}.yaml`;
   const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
   const out = ['', safe`History (git log ${r.repo.statusBranch} -- ${file}):`];
@@ -264,7 +273,7 @@ function lineage(r: StatusReader, name: string, st: RunStatusDoc['status']): str
 }
 
 /** The `Conditions:` section, kubectl describe style. */
-function conditionsSection(conditions: readonly Condition[]): string[] {
+export function conditionsSection(conditions: readonly Condition[]): string[] {
   return [
     '',
     'Conditions:',

@@ -6,6 +6,7 @@ import {
   ErrorCode,
   age,
   SPECS_SOURCE,
+  SWEEP_LABEL,
   type BackendStatusDoc,
   type DagStatusDoc,
   type RunStatusDoc,
@@ -19,6 +20,7 @@ import { treeTable } from '../run-tree.js';
 import { openStatus } from '../status-reader.js';
 import { getAgents } from './agent.js';
 import { getNotifications, NOTIFY_KINDS } from './notifications.js';
+import { getSweeps } from './sweep.js';
 
 const KINDS: Record<string, 'runs' | 'backends' | 'dags'> = {
   run: 'runs',
@@ -89,7 +91,7 @@ function tableOf(kind: Kind, docs: AnyDoc[], wide: boolean): { headers: string[]
     const step = d.status.checkpoint?.step;
     return [
       d.metadata.name,
-      ...(owners ? [d.status.owner ? `dag/${d.status.owner}` : ''] : []),
+      ...(owners ? [d.status.owner ? `${ownerKind(d)}/${d.status.owner}` : ''] : []),
       d.status.phase,
       a ? String(a.n) : '-',
       a?.backend ?? '-',
@@ -121,6 +123,10 @@ function tableOf(kind: Kind, docs: AnyDoc[], wide: boolean): { headers: string[]
   };
 }
 
+/** `sweep` for a Sweep's point (its label names the owner), else `dag`. */
+const ownerKind = (d: RunStatusDoc) =>
+  d.metadata.labels?.[SWEEP_LABEL] === d.status.owner ? 'sweep' : 'dag';
+
 const SORTS: Record<string, (a: AnyDoc, b: AnyDoc) => number> = {
   name: (a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0),
   age: (a, b) => created(b).localeCompare(created(a)),
@@ -133,7 +139,7 @@ export function registerGet(program: Command, io: Io): void {
   program
     .command('get')
     .description('List runs, DAGs or backends with their status, read from the status branch')
-    .argument('<kind>', 'runs | dags | backends | agents | alerts | providers')
+    .argument('<kind>', 'runs | dags | backends | agents | alerts | providers | sweeps')
     .argument('[name]', 'only this object')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--status-branch <name>', 'status branch (default adventuretime/status)')
@@ -191,6 +197,7 @@ Examples:
       ) => {
         if (/^agents?$/i.test(kindArg)) return getAgents(io, name, opts);
         if (NOTIFY_KINDS.test(kindArg)) return getNotifications(io, kindArg, name, opts);
+        if (/^sweeps?$/i.test(kindArg)) return getSweeps(io, name, opts);
         const kind = KINDS[kindArg.toLowerCase()];
         if (!kind)
           throw new AdvError(ErrorCode.UsageError, `unknown kind "${printable(kindArg)}"`, {

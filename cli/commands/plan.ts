@@ -27,6 +27,8 @@ import {
   type RunPlanItem,
   type RunStatusDoc,
   type SourceStatusDoc,
+  type Sweep,
+  type SweepStatusDoc,
   type Verdict,
 } from '../../controller/index.js';
 import { ExitCode } from '../exit.js';
@@ -175,7 +177,9 @@ Examples:
                 ? (o.object as Dag).spec.nodes.map((n) =>
                     nodeRunSpec(o.name, (o.object as Dag).spec, n, undefined),
                   )
-                : [],
+                : o.kind === 'Sweep'
+                  ? [(o.object as Sweep).spec.template]
+                  : [],
           );
           const codeRefs = await resolveCodeRefs(git, specs, true);
           const errors = [
@@ -199,6 +203,7 @@ Examples:
             head: { commit: head, objects: h.objects, errors },
             runStatus: (n) => status.get<RunStatusDoc>('Run', n),
             dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
+            sweepStatus: (n) => status.get<SweepStatusDoc>('Sweep', n),
             ctx: { now: Date.now(), backends, codeRefs },
             ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
           });
@@ -292,7 +297,7 @@ export function renderText(
       out.push(
         colour(x)(
           `  ${SIGN[x.change]} ${x.change.padEnd(7)} ${printable(x.run).padEnd(w)}  ${printable(detail(x))}`,
-        ) + c.dim(safe`  (${x.file}${x.owner ? `, dag/${x.owner}` : ''})`),
+        ) + c.dim(safe`  (${x.file}${x.sweep ? `, sweep/${x.sweep}` : x.owner ? `, dag/${x.owner}` : ''})`),
       );
   } else out.push('No run changes.');
   if (r.dags.length) {
@@ -300,6 +305,7 @@ export function renderText(
     for (const d of r.dags)
       out.push(`  ${d.change.padEnd(7)} ${printable(d.summary)}  ${c.dim(safe`(${d.file})`)}`);
   }
+  if (r.sweeps?.length) out.push('', 'Sweeps:', ...sweepLines(r).map((l) => `  ${l}`));
   if (r.errors.length) {
     out.push('', c.red('Errors (the controller would not act on these files):'));
     for (const e of r.errors) out.push(c.red(safe`  ${e.file}:${e.line}:${e.column}: ${e.message}`));
@@ -330,7 +336,7 @@ export function renderMarkdown(r: PlanReport, base: string, head: string, verdic
     out.push('| | run | change | details | file |', '|---|---|---|---|---|');
     for (const x of r.runs)
       out.push(
-        `| ${SIGN[x.change]} | ${cell(code(x.run))}${x.owner ? ` (dag/${md(x.owner)})` : ''} | ${x.change} | ${md(detail(x))} | ${cell(code(x.file))} |`,
+        `| ${SIGN[x.change]} | ${cell(code(x.run))}${x.sweep ? ` (sweep/${md(x.sweep)})` : x.owner ? ` (dag/${md(x.owner)})` : ''} | ${x.change} | ${md(detail(x))} | ${cell(code(x.file))} |`,
       );
     const patched = r.runs.filter((x) => x.patch.length);
     if (patched.length) {
@@ -351,9 +357,19 @@ export function renderMarkdown(r: PlanReport, base: string, head: string, verdic
     out.push('', '**DAGs**', '');
     for (const d of r.dags) out.push(`- ${d.change}: ${md(d.summary)} (${code(d.file)})`);
   }
+  if (r.sweeps?.length) out.push('', '**Sweeps**', '', ...sweepLines(r).map((l) => `- ${md(l)}`));
   if (r.errors.length) {
     out.push('', '**Errors** — the controller would not act on these files:', '');
     for (const e of r.errors) out.push(`- ${code(`${e.file}:${e.line}:${e.column}`)} ${md(e.message)}`);
   }
   return out.join('\n') + '\n';
+}
+
+/** One line per sweep: `changed grid: 3 points added, 0 cancelled; sweep/grid: … (file)`. */
+function sweepLines(r: PlanReport): string[] {
+  return (r.sweeps ?? []).map((s) =>
+    printable(
+      `${s.change.padEnd(7)} ${s.sweep}: ${s.added.length} point${s.added.length === 1 ? '' : 's'} added, ${s.cancelled.length} cancelled; ${s.summary} (${s.file})`,
+    ),
+  );
 }

@@ -12,6 +12,7 @@ import { GitTreeSource, TreeListingCache } from '../git/tree-source.js';
 import { listOf, readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
 import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
+import { desiredSweep, SWEEP_LABEL, type DesiredSweep, type InvalidSweep } from '../reconcile/sweep-plan.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
 import type { Diagnostic } from '../spec/diagnostic.js';
 import {
@@ -33,6 +34,17 @@ import { NO_NOTIFY, type NotifyObjects } from '../notify/objects.js';
 /** Work-queue keys: `Run/<name>`, `DAG/<name>`. */
 export const runKey = (name: string): string => `Run/${name}`;
 export const dagKey = (name: string): string => `DAG/${name}`;
+export const sweepKey = (name: string): string => `Sweep/${name}`;
+
+/** The key of the DAG or Sweep that owns a child run (a Sweep's children carry its label). */
+export function ownerKey(doc: {
+  metadata: { labels?: Record<string, string> };
+  status: { owner?: string };
+}): string | undefined {
+  const owner = doc.status.owner;
+  if (!owner) return undefined;
+  return doc.metadata.labels?.[SWEEP_LABEL] === owner ? sweepKey(owner) : dagKey(owner);
+}
 
 /** `Run/foo` → ['Run', 'foo']. */
 export function splitKey(key: string): [string, string] {
@@ -45,6 +57,7 @@ export function everyKey(desired: DesiredState, status: { names(kind: string): s
   const keys = new Set<string>();
   for (const n of [...desired.names('Run'), ...status.names('Run')]) keys.add(runKey(n));
   for (const n of [...desired.names('DAG'), ...status.names('DAG')]) keys.add(dagKey(n));
+  for (const n of [...desired.names('Sweep'), ...status.names('Sweep')]) keys.add(sweepKey(n));
   return [...keys];
 }
 
@@ -63,6 +76,8 @@ export class DesiredState {
   invalidRuns = new Map<string, InvalidRun>();
   dags = new Map<string, DesiredDag>();
   invalidDags = new Map<string, InvalidDag>();
+  sweeps = new Map<string, DesiredSweep>();
+  invalidSweeps = new Map<string, InvalidSweep>();
   /** Problems not reported on a Run's or DAG's status: whole files, bad names, Backends, Storage. */
   loadErrors: LoadError[] = [];
   backends = new Map<string, LoadedBackend>();
@@ -75,6 +90,7 @@ export class DesiredState {
   notify: NotifyObjects = NO_NOTIFY;
   private runPrints = new Map<string, string>();
   private dagPrints = new Map<string, string>();
+  private sweepPrints = new Map<string, string>();
 
   constructor(
     private readonly git: GitPort,
@@ -152,7 +168,8 @@ export class DesiredState {
         commit: head.slice(0, 12),
         runs: this.specRuns.size,
         dags: this.dags.size,
-        invalid: this.invalidRuns.size + this.invalidDags.size,
+        sweeps: this.sweeps.size,
+        invalid: this.invalidRuns.size + this.invalidDags.size + this.invalidSweeps.size,
         backends: this.backends.size,
         infra: this.infraSource,
       },
@@ -166,9 +183,12 @@ export class DesiredState {
    * for a file whose blob did not change, so a commit that changes one file of 10,000 hashes one
    * spec (its generation), not 10,000.
    */
-  private readonly desiredOf = new WeakMap<object, DesiredRun | DesiredDag>();
+  private readonly desiredOf = new WeakMap<object, DesiredRun | DesiredDag | DesiredSweep>();
 
-  private memo<T extends DesiredRun | DesiredDag>(o: LoadedObject, make: (o: LoadedObject) => T): T {
+  private memo<T extends DesiredRun | DesiredDag | DesiredSweep>(
+    o: LoadedObject,
+    make: (o: LoadedObject) => T,
+  ): T {
     const known = this.desiredOf.get(o.object) as T | undefined;
     if (known && known.file === o.file && known.name === o.name) return known;
     const made = make(o);
@@ -180,6 +200,7 @@ export class DesiredState {
   private take(result: LoadResult): string[] {
     const runs = new Map<string, DesiredRun>();
     const dags = new Map<string, DesiredDag>();
+    const sweeps = new Map<string, DesiredSweep>();
     const infra = this.infra.take(result);
     this.backends = infra.backends;
     this.storage = infra.storage;
@@ -192,9 +213,11 @@ export class DesiredState {
       if (o.kind === 'Run' && (o.object as Run).spec.environment) runs.set(o.name, desiredRun(o, envs));
       else if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
       else if (o.kind === 'DAG') dags.set(o.name, this.memo(o, desiredDag));
+      else if (o.kind === 'Sweep') sweeps.set(o.name, this.memo(o, desiredSweep));
     }
     const invalidRuns = new Map<string, InvalidRun>();
     const invalidDags = new Map<string, InvalidDag>();
+    const invalidSweeps = new Map<string, InvalidSweep>();
     const loadErrors: LoadError[] = [...infra.errors];
     for (const d of result.invalid) {
       // Only a name that is a name keys a status file; any other is reported by its file.
@@ -202,6 +225,10 @@ export class DesiredState {
       // The first invalid document of a name is reported on that name's status; others by file.
       if (d.kind === 'DAG' && named && !dags.has(named.name) && !invalidDags.has(named.name)) {
         invalidDags.set(named.name, invalidObject(named));
+        continue;
+      }
+      if (d.kind === 'Sweep' && named && !sweeps.has(named.name) && !invalidSweeps.has(named.name)) {
+        invalidSweeps.set(named.name, invalidObject(named));
         continue;
       }
       if (d.kind === 'Run' && named && !runs.has(named.name) && !invalidRuns.has(named.name)) {
@@ -225,7 +252,9 @@ export class DesiredState {
     this.invalidRuns = invalidRuns;
     this.dags = dags;
     this.invalidDags = invalidDags;
-    return [...this.changedRuns(), ...this.changedDags()];
+    this.sweeps = sweeps;
+    this.invalidSweeps = invalidSweeps;
+    return [...this.changedRuns(), ...this.changedDags(), ...this.changedSweeps()];
   }
 
   private changedRuns(): string[] {
@@ -244,6 +273,21 @@ export class DesiredState {
     const changed = diffPrints(prints, this.dagPrints).map(dagKey);
     this.dagPrints = prints;
     return changed;
+  }
+
+  private changedSweeps(): string[] {
+    const prints = new Map<string, string>();
+    for (const [n, d] of this.sweeps) prints.set(n, printOf(d));
+    for (const [n, i] of this.invalidSweeps) prints.set(n, `invalid|${i.file}:${i.line}:${i.message}`);
+    const changed = diffPrints(prints, this.sweepPrints).map(sweepKey);
+    this.sweepPrints = prints;
+    return changed;
+  }
+
+  /** Makes the desired state hold exactly these children of a Sweep (as `setDagChildren` does a DAG's). */
+  setSweepChildren(sweep: string, children: readonly DesiredRun[]): string[] {
+    // Kept apart from the DAG of the same name by the key: a DAG's name has no '/'.
+    return this.setDagChildren(sweepKey(sweep), children);
   }
 
   /**
@@ -276,7 +320,8 @@ export class DesiredState {
   }
 
   /** Every name of a kind the specs know, valid or not (for the periodic resync). */
-  names(kind: 'Run' | 'DAG'): string[] {
+  names(kind: 'Run' | 'DAG' | 'Sweep'): string[] {
+    if (kind === 'Sweep') return [...this.sweeps.keys(), ...this.invalidSweeps.keys()];
     return kind === 'Run'
       ? [...this.runs.keys(), ...this.invalidRuns.keys()]
       : [...this.dags.keys(), ...this.invalidDags.keys()];
@@ -315,10 +360,10 @@ function loadErrorOf(d: Diagnostic, kind: string | undefined): LoadError {
   };
 }
 
-const prints = new WeakMap<DesiredRun | DesiredDag, string>();
+const prints = new WeakMap<DesiredRun | DesiredDag | DesiredSweep, string>();
 
 /** What makes a desired object "changed": its generation, labels, annotations and file (memoized). */
-function printOf(r: DesiredRun | DesiredDag): string {
+function printOf(r: DesiredRun | DesiredDag | DesiredSweep): string {
   let p = prints.get(r);
   if (p === undefined) {
     const annotations = 'annotations' in r ? JSON.stringify(r.annotations ?? {}) : '';

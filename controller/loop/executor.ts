@@ -15,7 +15,7 @@ import type { RunAction } from '../reconcile/run-plan.js';
 import type { StatusWriter } from '../status/writer.js';
 import type { RunStatusDoc } from '../status/types.js';
 import type { BackendAdapters } from './adapters.js';
-import { dagKey, runKey } from './desired-state.js';
+import { ownerKey, runKey } from './desired-state.js';
 import { errText } from './observer.js';
 import type { ReconcileOutcome } from './requeue.js';
 
@@ -180,7 +180,8 @@ export class Executor {
   }
 
   private stage(a: RunAction, r: { doc: RunStatusDoc; summary: string }): void {
-    if (r.doc.status.owner) this.d.hint(dagKey(r.doc.status.owner));
+    const owner = ownerKey(r.doc);
+    if (owner) this.d.hint(owner);
     this.d.status.stage('Run', a.run, r.doc, {
       summary: r.summary,
       trailers: [

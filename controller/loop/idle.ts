@@ -7,6 +7,7 @@ import { AdvError, ErrorCode } from '../errors.js';
 import { isLiveAttempt } from '../reconcile/run-plan.js';
 import type { StatusWriter } from '../status/writer.js';
 import { TERMINAL_PHASES, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
+import type { SweepStatusDoc } from '../status/types.js';
 import type { DesiredState } from './desired-state.js';
 
 /** Run reasons that mean a new attempt is coming by itself. */
@@ -30,6 +31,11 @@ export function isIdle(status: StatusWriter, desired: DesiredState): boolean {
     if (!d) return false;
     if (!TERMINAL_PHASES.has(d.status.phase) && Object.values(d.status.nodes).some(waitsByItself))
       return false;
+  }
+  for (const name of desired.sweeps.keys()) {
+    const d = status.get<SweepStatusDoc>('Sweep', name);
+    // A point waiting for a free slot is created when one finishes: it moves by itself.
+    if (!d || Object.values(d.status.points).some((p) => p.reason === 'MaxConcurrent')) return false;
   }
   return status.stagedCount === 0;
 }

@@ -30,7 +30,10 @@ import {
 } from '../status/types.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { DesiredState } from './desired-state.js';
-import { dagKey, runKey, splitKey } from './desired-state.js';
+import { ownerKey, runKey, splitKey } from './desired-state.js';
+import { SweepPlanCaches } from '../reconcile/sweep-plan.js';
+import { reconcileSweep } from './sweep-reconcile.js';
+import type { SweepStatusDoc } from '../status/types.js';
 import type { Observation } from './observer.js';
 import type { ReconcileResult } from './requeue.js';
 
@@ -49,6 +52,10 @@ export interface PassScope {
   outputsReady: Set<string>;
   /** Each DAG's status at the start of the pass (its commit message lists every node that moved). */
   dagPassBase: Map<string, DagStatusDoc | undefined>;
+  /** Sweep points and child Runs kept between passes (sweep-plan.ts). */
+  sweepCaches: SweepPlanCaches;
+  /** Each Sweep's status at the start of the pass (its commit message lists every point that moved). */
+  sweepPassBase: Map<string, SweepStatusDoc | undefined>;
   /** Runs waiting for a backend to have room (`NoCapacity`), woken when an attempt ends. */
   waitingForCapacity: Set<string>;
   /** Says a key should be looked at (now) in this pass or the next. */
@@ -83,6 +90,7 @@ export interface ScopeSources {
 /** Makes each pass's scope; keeps what outlives one pass (DAG caches, outputs seen, runs waiting). */
 export class PassScopes {
   private readonly dagCaches = new DagPlanCaches();
+  private readonly sweepCaches = new SweepPlanCaches();
   private readonly outputsReady = new Set<string>();
   private readonly waitingForCapacity = new Set<string>();
 
@@ -120,6 +128,8 @@ export class PassScopes {
       dagCaches: this.dagCaches,
       outputsReady: this.outputsReady,
       dagPassBase: new Map(),
+      sweepCaches: this.sweepCaches,
+      sweepPassBase: new Map(),
       waitingForCapacity: this.waitingForCapacity,
       hint: s.hint,
       metrics: s.metrics,
@@ -155,7 +165,8 @@ export function reconcileRun(s: PassScope, name: string): RunReconcile {
   );
   reserveCapacity(s, plan, current);
   if (plan.doc && plan.doc !== current && plan.summary) stageRun(s, name, plan.doc, plan.summary);
-  if (plan.doc && plan.doc !== current && plan.doc.status.owner) s.hint(dagKey(plan.doc.status.owner));
+  const owner = plan.doc && plan.doc !== current ? ownerKey(plan.doc) : undefined;
+  if (owner) s.hint(owner);
   const ended =
     last !== undefined &&
     isLiveAttempt(last) &&
@@ -205,6 +216,17 @@ function attemptEnded(s: PassScope, last: Attempt, doc: RunStatusDoc | undefined
   const info = s.infos.get(last.backend);
   if (info) info.active = Math.max(0, (info.active ?? 0) - 1);
   for (const waiting of s.waitingForCapacity) s.hint(runKey(waiting));
+}
+
+/** A key of an object that owns child runs: `DAG/<name>` or `Sweep/<name>`, planned before runs. */
+export const isOwnerKey = (key: string): boolean => key.startsWith('DAG/') || key.startsWith('Sweep/');
+
+/** Plans the DAG or the Sweep of an owner key (see isOwnerKey). */
+export async function reconcileOwner(s: PassScope, key: string): Promise<ReconcileResult> {
+  const [kind, name] = splitKey(key);
+  if (kind !== 'Sweep') return reconcileDag(s, name);
+  reconcileSweep(s, name);
+  return {};
 }
 
 /**

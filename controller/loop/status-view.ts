@@ -14,6 +14,7 @@ import {
   type RunStatusDoc,
   type SourceStatusDoc,
 } from '../status/types.js';
+import type { SweepStatusDoc } from '../status/types.js';
 
 export class StatusView {
   constructor(
@@ -32,6 +33,10 @@ export class StatusView {
 
   backendStatus(name: string): BackendStatusDoc | undefined {
     return this.status.get<BackendStatusDoc>('Backend', name);
+  }
+
+  sweepStatus(name: string): SweepStatusDoc | undefined {
+    return this.status.get<SweepStatusDoc>('Sweep', name);
   }
 
   /** What could not be loaded from the specs repo (absent until something failed to load once). */

@@ -8,6 +8,8 @@ import type { Operation } from 'fast-json-patch';
 import type { LoadedObject } from '../spec/loader.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
+import type { SweepStatusDoc } from '../status/types.js';
+import { planSweepChanges, type SweepPlanItem } from './sweep-plan-changes.js';
 import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
 import { EnvironmentIndex, shortRef } from '../spec/environments.js';
@@ -36,6 +38,8 @@ export interface RunPlanItem {
   file: string;
   /** DAG that owns it. */
   owner?: string;
+  /** The Sweep it is a point of (then `owner` is that Sweep, not a DAG). */
+  sweep?: string;
   backend?: string;
   /** The solver's reasons, or why it waits, or what is refused. */
   why?: string;
@@ -57,6 +61,8 @@ export interface PlanReport {
   head: string;
   runs: RunPlanItem[];
   dags: { dag: string; file: string; change: 'new' | 'changed' | 'removed'; summary: string }[];
+  /** Sweeps added, changed or removed: the points added and cancelled. */
+  sweeps?: SweepPlanItem[];
   errors: PlanError[];
 }
 
@@ -65,6 +71,7 @@ export interface PlanInput {
   head: { commit: string; objects: readonly LoadedObject[]; errors: PlanError[] };
   runStatus: (name: string) => RunStatusDoc | undefined;
   dagStatus: (name: string) => DagStatusDoc | undefined;
+  sweepStatus?: (name: string) => SweepStatusDoc | undefined;
   /** Backends as the controller would see them from HEAD's specs. */
   ctx: Omit<PlanContext, 'specCommit'>;
   storeUrl?: string;
@@ -106,11 +113,12 @@ export function planChanges(input: PlanInput): PlanReport {
     report.runs.push(runItem(input, ctx, name, desired, baseSpec, file));
   planRunChanges(input, item);
   planDagChanges(input, ctx, item, report);
+  planSweepChanges(input, ctx, item, report);
   report.runs.sort((x, y) => (x.run < y.run ? -1 : 1));
   return report;
 }
 
-type ItemFn = (
+export type ItemFn = (
   name: string,
   desired: DesiredRun | undefined,
   baseSpec: RunSpec | undefined,

@@ -31,8 +31,9 @@ import {
   type EnvironmentRef,
   type TemplateRef,
 } from './environment-rules.js';
-import type { Backend, Dag, Environment, Kind, Provider, Run, SpecObject, Storage } from './schema.js';
+import type { Backend, Dag, Environment, Kind, Provider, Run, SpecObject, Storage, Sweep } from './schema.js';
 import { providerSecretRefsOf } from '../notify/rules.js';
+import { sweepPointNameRules, sweepPointNamesOf, type SweepPointNames } from './sweep-rules.js';
 import type { SpecFileRef, SpecSource } from './source.js';
 import { closest, dispatchKind, validateSchema } from './validate.js';
 
@@ -50,6 +51,8 @@ export interface LoadedDocument {
   namePos?: { line: number; column: number };
   /** A schema-valid DAG's child Runs (`<dag>.<node>`), each with where its node's id is written. */
   children?: ChildRef[];
+  /** A schema-valid Sweep's point run names (`<sweep>-<hash8>`), and where its parameters are. */
+  sweepPoints?: SweepPointNames;
   /** The secrets a schema-valid Backend (its `*Secret` fields) or Provider (`secretRef`) names, located. */
   secretRefs?: BackendRef[];
   /** The checkpoint modes a schema-valid Run or DAG declares, located. */
@@ -267,6 +270,7 @@ function loadOneFile(
     doc.diagnostics.push(...ruleErrors.map(withFile));
     doc.backendRefs = backendRefsOf(obj, pd.locator);
     if (obj.kind === 'DAG') doc.children = childRefsOf(obj as Dag, pd.locator);
+    if (obj.kind === 'Sweep') doc.sweepPoints = sweepPointNamesOf(obj as Sweep, pd.locator);
     if (obj.kind === 'Backend') doc.secretRefs = backendSecretRefsOf(obj as Backend, pd.locator);
     if (obj.kind === 'Provider') doc.secretRefs = providerSecretRefsOf(obj as Provider, pd.locator);
     if (obj.kind === 'Run' || obj.kind === 'DAG') {
@@ -292,6 +296,7 @@ function hasSummaries(d: LoadedDocument): boolean {
   if (d.kind === 'DAG')
     return d.children !== undefined && d.modeRefs !== undefined && d.environmentRefs !== undefined;
   if (d.kind === 'Backend' || d.kind === 'Provider') return d.secretRefs !== undefined;
+  if (d.kind === 'Sweep') return d.sweepPoints !== undefined;
   if (d.kind === 'Run') return d.modeRefs !== undefined && d.environmentRefs !== undefined;
   if (d.kind === 'Environment') return d.templateRefs !== undefined;
   return true;
@@ -342,6 +347,7 @@ function crossFileRules(
   }
   duplicateNameRules(byName, add);
   childNameRules(docs, byName, add);
+  sweepPointNameRules(docs, add);
   backendRefRules(docs, declared, add);
   const storages = docs.filter((d) => d.kind === 'Storage' && d.name);
   secondStorageRules(storages, add);

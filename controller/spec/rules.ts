@@ -19,7 +19,9 @@ import type {
   RunSpec,
   SpecObject,
   Storage,
+  Sweep,
 } from './schema.js';
+import { sweepRules } from './sweep-rules.js';
 import { closest } from './validate.js';
 import { codeRepoUrlProblem } from '../git/code-repo-url.js';
 import { alertRules, providerRules } from '../notify/rules.js';
@@ -91,6 +93,10 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
     case 'Provider':
       providerRules(c.error.bind(c), obj as Provider);
       break;
+    case 'Sweep':
+      runSpecRules(c, (obj as Sweep).spec.template, ['spec', 'template']);
+      sweepRules(c.error.bind(c), obj as Sweep);
+      break;
   }
   return c.out;
 }
@@ -113,6 +119,7 @@ export function backendRefsOf(obj: SpecObject, loc: Locator): BackendRef[] {
     fromSelector(dag.spec.defaults?.backendSelector, ['spec', 'defaults']);
     dag.spec.nodes.forEach((n, i) => fromSelector(n.run.backendSelector, ['spec', 'nodes', i, 'run']));
   }
+  if (obj.kind === 'Sweep') fromSelector((obj as Sweep).spec.template.backendSelector, ['spec', 'template']);
   return refs;
 }
 

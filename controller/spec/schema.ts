@@ -35,6 +35,7 @@ export const Kind = {
   Environment: 'Environment',
   Provider: 'Provider',
   Alert: 'Alert',
+  Sweep: 'Sweep',
 } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 export const KINDS: readonly Kind[] = Object.values(Kind);
@@ -606,6 +607,67 @@ export const DagSchema = strict(
 );
 
 // ---------------------------------------------------------------------------------------------
+// Sweep
+
+/** A parameter's value: a scalar, so that it can be substituted into a string and an env value. */
+const ParamValue = Type.Union([Type.String({ maxLength: 4096 }), Type.Number(), Type.Boolean()], {
+  description: 'A parameter value: a string, a number or a boolean.',
+});
+
+/** A parameter's name: an identifier, so that it is a variable name after `ADV_PARAM_`. */
+export const PARAM_NAME = '^[A-Za-z_][A-Za-z0-9_]{0,63}$';
+
+export const SweepSpecSchema = strict(
+  {
+    template: strict(
+      runSpecProperties,
+      'The Run spec every point runs. `{{params.NAME}}` in `command`, `setup` and `env` values is replaced by the point’s value of NAME.',
+    ),
+    parameters: strict(
+      {
+        grid: optional(
+          KeyedMap(
+            PARAM_NAME,
+            Type.Array(ParamValue, { minItems: 1, maxItems: 10000, uniqueItems: true }),
+            'Values per parameter; every combination is a point (the cartesian product).',
+          ),
+        ),
+        points: optional(
+          Type.Array(KeyedMap(PARAM_NAME, ParamValue, 'One point: a value per parameter.'), {
+            minItems: 1,
+            maxItems: 10000,
+            description:
+              'Explicit points, each with the same parameter names. With `grid` too, each point is combined with every grid combination.',
+          }),
+        ),
+      },
+      'The points of the sweep: `grid` and/or `points` (at most 10,000 points in all).',
+    ),
+    maxConcurrent: optional(
+      Type.Integer({
+        minimum: 1,
+        description:
+          'At most this many points not finished at a time; the others wait (no child run yet) and are created, in order, as running ones finish. Default: no limit.',
+      }),
+    ),
+    suspend: optional(Type.Boolean({ description: 'true cancels all live points and starts no new one.' })),
+  },
+  'A Run template and the parameter points to run it with.',
+);
+
+export const SweepSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Sweep, { description: 'Always `Sweep`.' }),
+    // A point runs as `<sweep>-<8 hex>`, a Run name of at most 63 characters.
+    metadata: Metadata(54, 'sweep'),
+    spec: SweepSpecSchema,
+  },
+  'A parameter sweep: one child Run per point, named `<sweep>-<hash of its parameters>` (stable across edits).',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/sweep.json', title: 'Sweep' },
+);
+
+// ---------------------------------------------------------------------------------------------
 // Backend
 
 /** What the settings blocks of the descriptors in `L` add to `Backend.spec`: `{slurm?: …, gcpTpu?: …}`. */
@@ -1055,10 +1117,12 @@ export type ProviderSpec = Static<typeof ProviderSpecSchema>;
 export type Provider = Static<typeof ProviderSchema>;
 export type AlertSpec = Static<typeof AlertSpecSchema>;
 export type Alert = Static<typeof AlertSchema>;
+export type SweepSpec = Static<typeof SweepSpecSchema>;
+export type Sweep = Static<typeof SweepSchema>;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 
 /** Any resource, discriminated by kind. */
-export type SpecObject = Run | Dag | Backend | Storage | Environment | Provider | Alert;
+export type SpecObject = Run | Dag | Backend | Storage | Environment | Provider | Alert | Sweep;
 
 /** Schema per kind, for validation and generation (with this build's backend types). */
 export const SCHEMAS = {
@@ -1069,6 +1133,7 @@ export const SCHEMAS = {
   Environment: EnvironmentSchema,
   Provider: ProviderSchema,
   Alert: AlertSchema,
+  Sweep: SweepSchema,
 } as const satisfies Record<Kind, TSchema>;
 
 const schemasByList = new WeakMap<BackendList, Record<Kind, TSchema>>();

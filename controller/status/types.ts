@@ -3,7 +3,7 @@
  * (phase, conditions with observedGeneration) so it reads like `kubectl get -o yaml`.
  */
 import type { EndClass } from '../reconcile/classify.js';
-import type { DagSpec, RunSpec } from '../spec/schema.js';
+import type { DagSpec, RunSpec, SweepSpec } from '../spec/schema.js';
 
 /** A run's (or DAG's) phase, as `adv get` shows it. */
 export const Phase = {
@@ -284,6 +284,42 @@ export interface DagStatusDoc {
   };
 }
 
+/** One point of a Sweep, as the Sweep's status file shows it. */
+export interface SweepPointStatus {
+  /** The child run's phase, or `Waiting` (no child run yet: `maxConcurrent`, or the sweep is suspended). */
+  phase: Phase | 'Waiting';
+  /** The point's parameters. */
+  params: Record<string, string | number | boolean>;
+  attempts?: number;
+  reason?: string;
+  message?: string;
+  /** When the point last changed phase. */
+  since?: string;
+}
+
+/** A Sweep's status file: its phase, every point's (by child run name) and counts by phase. */
+export interface SweepStatusDoc {
+  apiVersion: 'adventuretime.dev/v1alpha1';
+  kind: 'SweepStatus';
+  metadata: { name: string; labels?: Record<string, string> };
+  /** The spec last acted on (used while a later version is invalid). */
+  appliedSpec?: SweepSpec;
+  status: {
+    phase: Phase;
+    reason?: string;
+    message?: string;
+    createdAt?: string;
+    observedGeneration?: string;
+    specCommit?: string;
+    specFile?: string;
+    conditions: Condition[];
+    /** Every point of the spec acted on, by child run name (`<sweep>-<hash8>`), in expansion order. */
+    points: Record<string, SweepPointStatus>;
+    /** Points by phase. */
+    counts?: Record<string, number>;
+  };
+}
+
 /**
  * A problem that kept a document of the specs repo from loading, where it is and how to fix it.
  * Recorded by file, never by the document's name: a name that failed validation is not a key.
@@ -367,6 +403,7 @@ export type StatusDoc =
   | RunStatusDoc
   | BackendStatusDoc
   | DagStatusDoc
+  | SweepStatusDoc
   | SourceStatusDoc
   | { kind: string; metadata: { name: string } };
 
@@ -377,6 +414,7 @@ export const STATUS_DIRS = {
   Backend: 'backends',
   Source: 'sources',
   Alert: 'alerts',
+  Sweep: 'sweeps',
 } as const;
 /** The name of the watched specs' source status: `sources/specs.yaml`. */
 export const SPECS_SOURCE = 'specs';

@@ -8,6 +8,7 @@ import { parse, stringify } from 'yaml';
 import type { GitPort, Identity } from '../git/port.js';
 import { printable } from './printable.js';
 import { STATUS_DIRS, type DagStatusDoc, type StatusDoc, type StatusKind } from './types.js';
+import type { SweepStatusDoc } from './types.js';
 
 export interface StagedChange {
   kind: StatusKind;
@@ -28,21 +29,27 @@ const dec = new TextDecoder();
 
 export const statusPath = (kind: StatusKind, name: string): string => `${STATUS_DIRS[kind]}/${name}.yaml`;
 
+/** Status kinds whose map of items (a DAG's nodes, a Sweep's points) is written one item a line. */
+const ITEM_MAPS: Readonly<Record<string, 'nodes' | 'points'>> = { DAGStatus: 'nodes', SweepStatus: 'points' };
+
 /**
  * Serialises a status document the same way every time (stable diffs in `git log -p`). A DAG's
- * nodes go one per line as flow mappings (JSON, which is YAML) and its applied spec on one line:
- * a 1,000-node DAG is rewritten on every pass where a node moves, and block YAML of that size
- * costs ~100 ms to emit where this costs ~2, while `git log -p` still shows one line per node.
+ * nodes (a Sweep's points) go one per line as flow mappings (JSON, which is YAML) and its applied
+ * spec on one line: a 1,000-node DAG is rewritten on every pass where a node moves, and block YAML
+ * of that size costs ~100 ms to emit where this costs ~2, while `git log -p` still shows one line
+ * per node.
  */
 export function serializeStatus(doc: StatusDoc): string {
-  if (doc.kind !== 'DAGStatus') return stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
-  const d = doc as DagStatusDoc;
-  const { nodes, ...status } = d.status;
+  const key = ITEM_MAPS[doc.kind];
+  if (!key) return stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
+  const d = doc as DagStatusDoc | SweepStatusDoc;
+  const { [key]: items, ...status } = d.status as Record<string, unknown>;
+  const nodes = items as Record<string, unknown>;
   const head = stringify(
     { apiVersion: d.apiVersion, kind: d.kind, metadata: d.metadata, status },
     { lineWidth: 0, aliasDuplicateObjects: false },
   );
-  const lines = [head.trimEnd(), '  nodes:'];
+  const lines = [head.trimEnd(), `  ${key}:`];
   for (const [id, n] of Object.entries(nodes)) lines.push(`    ${JSON.stringify(id)}: ${JSON.stringify(n)}`);
   if (!Object.keys(nodes).length) lines[lines.length - 1] += ' {}';
   if (d.appliedSpec) lines.push(`appliedSpec: ${JSON.stringify(d.appliedSpec)}`);
