@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { DirectorySource, loadSpecs, type Sweep } from '../controller/index.js';
+import { overviewView } from '../controller/dashboard/pages.js';
 import { expandPoints } from '../controller/spec/sweep-params.js';
 import type { RunStatusDoc, SweepStatusDoc } from '../controller/status/types.js';
 import { metricsPrefix } from '../runtime/metrics.js';
@@ -296,6 +297,12 @@ describe('maxConcurrent to the end', { timeout: 2 * ATTEMPTS_MS }, () => {
       expect(attempts.map((a) => a.length)).toEqual([1, 1, 1]);
       for (let i = 1; i < attempts.length; i++)
         expect(attempts[i]![0]!.submittedAt! >= attempts[i - 1]![0]!.finishedAt!).toBe(true);
+      // The dashboard names a point's owner as the sweep it is, not as a DAG (whose page is not there).
+      const overview = overviewView(c, Date.now())
+        .sections.map((x) => x.body.toString())
+        .join('');
+      expect(overview).toContain('sweep/one');
+      expect(overview).not.toContain('dag/one');
     } finally {
       await c.stop();
       await wt.cleanup();

@@ -17,6 +17,7 @@ import type {
 } from '../status/types.js';
 import { html, phaseClass, type Html } from './html.js';
 import { dagSvg } from './svg.js';
+import { SWEEP_LABEL } from '../reconcile/sweep-plan.js';
 
 export interface Section {
   /** Refreshed from the page's JSON endpoint when set. */
@@ -143,6 +144,16 @@ function statusDocs<T>(
     .filter((d): d is T => !!d);
 }
 
+/** The Sweep a run is a point of (its label names its owner), else undefined: its owner is a DAG. */
+const sweepOf = (d: RunStatusDoc): string | undefined =>
+  d.status.owner && d.metadata.labels?.[SWEEP_LABEL] === d.status.owner ? d.status.owner : undefined;
+
+/** A child run's owner: a link to the DAG's page, or the sweep's name (a sweep has no page; `adv describe sweep`). */
+const ownerLink = (d: RunStatusDoc, owner: string): Html =>
+  sweepOf(d)
+    ? html`<span title="adv describe sweep ${owner}">sweep/${owner}</span>`
+    : html`<a href="${dagHref(owner)}">dag/${owner}</a>`;
+
 function runRows(runs: readonly RunStatusDoc[], now: number): Html[] {
   return runs.map((d) => {
     const a = d.status.attempts.at(-1);
@@ -153,7 +164,7 @@ function runRows(runs: readonly RunStatusDoc[], now: number): Html[] {
         <input type="checkbox" class="compare" value="${name}" aria-label="compare ${name}" />
       </td>
       <td data-col="name"><a href="${runHref(name)}">${name}</a></td>
-      <td data-col="owner">${owner ? html`<a href="${dagHref(owner)}">dag/${owner}</a>` : ''}</td>
+      <td data-col="owner">${owner ? ownerLink(d, owner) : ''}</td>
       <td data-col="phase">${badge(d.status.phase)}</td>
       <td data-col="backend">${a?.backend ?? '-'}</td>
       <td data-col="attempt" class="num">${a?.n ?? '-'}</td>
@@ -461,7 +472,7 @@ function runSummary(doc: RunStatusDoc, now: number): Html {
     ${facts([
       ['Reason', st.reason],
       ['Message', st.message ? html`<span class="why">${st.message}</span>` : undefined],
-      ['DAG', owner ? html`<a href="${dagHref(owner)}">dag/${owner}</a>` : undefined],
+      [sweepOf(doc) ? 'Sweep' : 'DAG', owner ? ownerLink(doc, owner) : undefined],
       ['Backend', last ? `${last.backend} (attempt ${last.n})` : undefined],
       ['Progress', st.checkpoint || doc.appliedSpec?.totalSteps ? progress(doc) : undefined],
       [
