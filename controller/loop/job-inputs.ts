@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { openStore, type ObjectStore } from '../../runtime/store/index.js';
 import type { JobRequest } from '../backends/types.js';
 import type { RunAction } from '../reconcile/run-plan.js';
+import { SWEEP_LABEL } from '../reconcile/sweep-plan.js';
 import type { StorageSpec } from '../spec/schema.js';
 import type { StatusWriter } from '../status/writer.js';
 import type { RunStatusDoc } from '../status/types.js';
@@ -119,9 +120,6 @@ export class JobInputs {
     return labels ? { ...request, labels } : request;
   }
 }
-
-/** The label a sweep's child runs carry (the Sweep kind sets it): their W&B group. */
-const SWEEP_LABEL = 'adventuretime.dev/sweep';
 
 /** A run's tracking anchor (when the controller first saw it) and group (its DAG or sweep). */
 function trackingOf(

@@ -5,6 +5,7 @@
  * same ids, so the outbox (outbox.ts) records each once, and a receiver can dedupe on the id.
  */
 import type { NotifyEvent } from '../spec/schema.js';
+import { SWEEP_LABEL } from '../reconcile/sweep-plan.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import {
   AttemptPhase,
@@ -16,8 +17,8 @@ import {
   type RunStatusDoc,
 } from '../status/types.js';
 
-/** The label a Sweep (engineer D's kind) puts on its child runs; SweepDone is derived from it. */
-export const SWEEP_LABEL = 'adventuretime.dev/sweep';
+/** The label a Sweep puts on its points' runs; SweepDone is derived from it. */
+export { SWEEP_LABEL };
 
 /** One event of one object. */
 export interface ObjectEvent {
