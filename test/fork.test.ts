@@ -211,8 +211,15 @@ describe('adv fork through the controller (local backend, file store)', () => {
       expect(log).toContain('resumed from step 30');
       expect(log).toContain('done: step 40');
 
-      const tree = await adv('get', 'runs', '--tree');
-      expect(tree.code, tree.err).toBe(0);
+      // adv get reads the status branch, which the controller commits to after its own view moved:
+      // wait for the commits that say the forks ended, not for the view.
+      const tree = await waitFor(
+        async () => {
+          const t = await adv('get', 'runs', '--tree');
+          return t.code === 0 && !/\b(Pending|Submitting|Queued|Running)\b/.test(t.out) ? t : undefined;
+        },
+        { what: 'adv get runs --tree to show every run of the family ended', timeoutMs: RUN_MS },
+      );
       const cells = tree.out
         .trimEnd()
         .split('\n')
