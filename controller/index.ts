@@ -69,6 +69,7 @@ export type {
   Condition,
   DagStatusDoc,
   LoadError,
+  OwnerStatusCore,
   RunStatusDoc,
   SourceStatusDoc,
   StatusDoc,

@@ -13,6 +13,7 @@ import {
   type Attempt,
   type Condition,
   type DagStatusDoc,
+  type OwnerStatusCore,
   type RunStatusDoc,
   type StatusDoc,
 } from '../../controller/index.js';
@@ -206,17 +207,24 @@ export async function history(
   return out;
 }
 
-/** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
-async function describeDag(r: StatusReader, name: string): Promise<string> {
-  const doc = statusOf<DagStatusDoc>(r, 'DAG', name);
-  const st = doc.status;
-  const out: string[] = [];
-  out.push(safe`Name:         ${name}`);
-  out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+/** The first lines of `adv describe dag|sweep`: name, phase, message, the spec acted on. */
+export function ownerHeader(name: string, st: OwnerStatusCore): string[] {
+  const out = [
+    safe`Name:         ${name}`,
+    safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`,
+  ];
   if (st.message) out.push(safe`Message:      ${st.message}`);
   out.push(
     safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
   );
+  return out;
+}
+
+/** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
+async function describeDag(r: StatusReader, name: string): Promise<string> {
+  const doc = statusOf<DagStatusDoc>(r, 'DAG', name);
+  const st = doc.status;
+  const out = ownerHeader(name, st);
   if (doc.appliedSpec) out.push(safe`Fail fast:    ${doc.appliedSpec.failFast ? 'yes' : 'no'}`);
   out.push(...conditionsSection(st.conditions));
   out.push('', 'Nodes:');

@@ -12,7 +12,7 @@ import { colours, printable, safe, type Io } from '../output.js';
 import { parseSelector, selectorMatches } from '../selector.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
-import { conditionsSection, history } from './describe.js';
+import { conditionsSection, history, ownerHeader } from './describe.js';
 
 const ACTIVE = new Set(['Pending', 'Scheduling', 'Queued', 'Running']);
 
@@ -172,13 +172,7 @@ async function describeText(
 ): Promise<string[]> {
   const st = doc.status;
   const name = doc.metadata.name;
-  const out: string[] = [];
-  out.push(safe`Name:         ${name}`);
-  out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
-  if (st.message) out.push(safe`Message:      ${st.message}`);
-  out.push(
-    safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
-  );
+  const out = ownerHeader(name, st);
   const max = doc.appliedSpec?.maxConcurrent;
   out.push(safe`Concurrency:  ${max === undefined ? 'no limit' : `at most ${max} unfinished points`}`);
   out.push(

@@ -262,21 +262,25 @@ export interface DagNodeStatus {
 }
 
 /** A DAG's status file: its phase and every node's. */
+/** What the status of an object that owns child runs (a DAG, a Sweep) says about itself. */
+export interface OwnerStatusCore {
+  phase: Phase;
+  reason?: string;
+  message?: string;
+  createdAt?: string;
+  observedGeneration?: string;
+  specCommit?: string;
+  specFile?: string;
+  conditions: Condition[];
+}
+
 export interface DagStatusDoc {
   apiVersion: 'adventuretime.dev/v1alpha1';
   kind: 'DAGStatus';
   metadata: { name: string; labels?: Record<string, string> };
   /** The spec last acted on (used while a later version is invalid). */
   appliedSpec?: DagSpec;
-  status: {
-    phase: Phase;
-    reason?: string;
-    message?: string;
-    createdAt?: string;
-    observedGeneration?: string;
-    specCommit?: string;
-    specFile?: string;
-    conditions: Condition[];
+  status: OwnerStatusCore & {
     /** Every node, by id. */
     nodes: Record<string, DagNodeStatus>;
     /** Nodes by phase. */
@@ -304,15 +308,7 @@ export interface SweepStatusDoc {
   metadata: { name: string; labels?: Record<string, string> };
   /** The spec last acted on (used while a later version is invalid). */
   appliedSpec?: SweepSpec;
-  status: {
-    phase: Phase;
-    reason?: string;
-    message?: string;
-    createdAt?: string;
-    observedGeneration?: string;
-    specCommit?: string;
-    specFile?: string;
-    conditions: Condition[];
+  status: OwnerStatusCore & {
     /** Every point of the spec acted on, by child run name (`<sweep>-<hash8>`), in expansion order. */
     points: Record<string, SweepPointStatus>;
     /** Points by phase. */

@@ -43,7 +43,7 @@ export function serializeStatus(doc: StatusDoc): string {
   const key = ITEM_MAPS[doc.kind];
   if (!key) return stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false });
   const d = doc as DagStatusDoc | SweepStatusDoc;
-  const { [key]: items, ...status } = d.status as Record<string, unknown>;
+  const { [key]: items, ...status } = d.status as unknown as Record<string, unknown>;
   const nodes = items as Record<string, unknown>;
   const head = stringify(
     { apiVersion: d.apiVersion, kind: d.kind, metadata: d.metadata, status },
