@@ -9,7 +9,7 @@ import { waitFor } from '../../test/helpers/wait.js';
 import { SpecsRepo } from '../git/specs-repo.js';
 import { NO_NOTIFY, type NotifyObjects } from '../notify/objects.js';
 import type { Alert, Provider } from '../spec/schema.js';
-import type { AlertStatusDoc, RunStatusDoc } from '../status/types.js';
+import type { AlertStatusDoc, RunStatusDoc, SweepPointStatus, SweepStatusDoc } from '../status/types.js';
 import { StatusWriter } from '../status/writer.js';
 import { Notifications } from './notifications.js';
 
@@ -104,6 +104,61 @@ describe('Notifications', () => {
     } finally {
       n.close();
       await repo.close();
+    }
+  });
+
+  it("records SweepDone from the Sweep's status: not while a point waits for a slot, once it is Succeeded", async () => {
+    const dir = await mkdtemp(join(tmp, 'sweep-'));
+    const own = await makeWorkTree({ 'README.md': 'specs\n' });
+    const repo = await SpecsRepo.open({ repo: own.dir, dataDir: dir });
+    let now = Date.parse('2026-01-02T00:00:00Z');
+    const status = new StatusWriter(repo.git, repo.statusRef, { name: 't', email: 't@t' }, () => now);
+    const desired: { notify: NotifyObjects } = { notify: NO_NOTIFY };
+    const n = new Notifications({ isLeader: () => true }, status, desired, {
+      secrets: { get: () => undefined, where: 'nowhere' },
+      logger: pino({ level: 'silent' }),
+      now: () => now,
+      fetch: (() => new Promise<Response>(() => undefined)) as typeof fetch,
+    });
+    const sweep = (phase: SweepStatusDoc['status']['phase'], second: SweepPointStatus): SweepStatusDoc => ({
+      apiVersion: 'adventuretime.dev/v1alpha1',
+      kind: 'SweepStatus',
+      metadata: { name: 's' },
+      status: {
+        phase,
+        conditions: [],
+        points: {
+          's-1': { phase: 'Succeeded', params: { lr: 1 }, since: new Date(now).toISOString() },
+          's-2': second,
+        },
+      },
+    });
+    const deliveries = () => Object.keys(status.get<AlertStatusDoc>('Alert', 'a')?.status.deliveries ?? {});
+    try {
+      desired.notify = {
+        providers: new Map([['p', provider]]),
+        alerts: new Map([['a', { ...alert, spec: { ...alert.spec, events: ['SweepDone'] } }]]),
+      };
+      n.stage();
+      await status.commitBatch();
+      now += 60_000;
+      status.stage('Sweep', 's', sweep('Running', { phase: 'Waiting', params: { lr: 2 } }), {
+        summary: 'sweep/s',
+        trailers: [],
+      });
+      n.stage();
+      expect(deliveries()).toEqual([]);
+      await status.commitBatch();
+      now += 60_000;
+      const done = { phase: 'Succeeded', params: { lr: 2 }, since: new Date(now).toISOString() } as const;
+      status.stage('Sweep', 's', sweep('Succeeded', done), { summary: 'sweep/s', trailers: [] });
+      n.stage();
+      expect(deliveries()).toEqual(['Sweep/s/0/SweepDone']);
+      await status.commitBatch();
+    } finally {
+      n.close();
+      await repo.close();
+      await own.cleanup();
     }
   });
 });

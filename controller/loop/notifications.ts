@@ -16,7 +16,7 @@
 import type { Logger } from 'pino';
 import { checkSelector } from '../selector.js';
 import { SecretSources, type SecretSource } from '../secrets.js';
-import { dagEvents, runEvents, SWEEP_LABEL, sweepEvents, type ObjectEvent } from '../notify/events.js';
+import { dagEvents, runEvents, sweepEvents, type ObjectEvent } from '../notify/events.js';
 import {
   applyOutcomes,
   DEFAULT_RETRY,
@@ -35,6 +35,7 @@ import {
   type AlertStatusDoc,
   type DagStatusDoc,
   type RunStatusDoc,
+  type SweepStatusDoc,
 } from '../status/types.js';
 import type { ControllerOptions } from './options.js';
 import type { DesiredState } from './desired-state.js';
@@ -152,8 +153,11 @@ export class Notifications {
       if (!events) this.eventsOf.set(doc, (events = runEvents(doc)));
       return events;
     };
-    const swept = runs.filter((r) => r.metadata.labels?.[SWEEP_LABEL]);
-    return [...runs.flatMap(memo), ...dags, ...sweepEvents(swept)];
+    const sweeps = this.status.names('Sweep').flatMap((n) => {
+      const doc = this.status.get<SweepStatusDoc>('Sweep', n);
+      return doc ? sweepEvents(doc) : [];
+    });
+    return [...runs.flatMap(memo), ...dags, ...sweeps];
   }
 
   private takeOutcomes(alert: string): Map<string, TryOutcome> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Attempt, DagStatusDoc, RunStatusDoc } from '../status/types.js';
-import { dagEvents, runEvents, SWEEP_LABEL, sweepEvents } from './events.js';
+import type { Attempt, DagStatusDoc, RunStatusDoc, SweepStatusDoc } from '../status/types.js';
+import { dagEvents, runEvents, sweepEvents } from './events.js';
 
 const T0 = '2026-01-01T00:00:00.000Z';
 const T1 = '2026-01-01T01:00:00.000Z';
@@ -101,12 +101,26 @@ describe('dagEvents and sweepEvents', () => {
     expect(dagEvents(dag('Failed'))).toMatchObject([{ id: 'DAG/d/0/DagDone', at: T1, phase: 'Failed' }]);
   });
 
-  it('SweepDone once every child labelled with the sweep is terminal', () => {
-    const child = (name: string, phase: RunStatusDoc['status']['phase']) =>
-      run({ phase, attempts: [attempt(1, { finishedAt: T1 })] }, { [SWEEP_LABEL]: 's' }, name);
-    expect(sweepEvents([child('s-1', 'Succeeded'), child('s-2', 'Running'), run()])).toEqual([]);
-    expect(sweepEvents([child('s-1', 'Succeeded'), child('s-2', 'Failed')])).toMatchObject([
-      { id: 'Sweep/s/0/SweepDone', phase: 'Failed', message: '1 of 2 points succeeded' },
+  it('SweepDone once the Sweep is terminal, not while a point waits for a slot', () => {
+    const sweep = (phase: SweepStatusDoc['status']['phase'], waiting: boolean): SweepStatusDoc => ({
+      apiVersion: 'adventuretime.dev/v1alpha1',
+      kind: 'SweepStatus',
+      metadata: { name: 's' },
+      status: {
+        phase,
+        conditions: [],
+        points: {
+          's-1': { phase: 'Succeeded', params: { lr: 1 }, since: T1 },
+          's-2': waiting
+            ? { phase: 'Waiting', params: { lr: 2 } }
+            : { phase: 'Failed', params: { lr: 2 }, since: T0 },
+        },
+      },
+    });
+    // Every child run there is has ended, but a point waits for its maxConcurrent slot: not done.
+    expect(sweepEvents(sweep('Running', true))).toEqual([]);
+    expect(sweepEvents(sweep('Failed', false))).toMatchObject([
+      { id: 'Sweep/s/0/SweepDone', phase: 'Failed', at: T1 },
     ]);
   });
 });

@@ -5,7 +5,6 @@
  * same ids, so the outbox (outbox.ts) records each once, and a receiver can dedupe on the id.
  */
 import type { NotifyEvent } from '../spec/schema.js';
-import { SWEEP_LABEL } from '../reconcile/sweep-plan.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import {
   AttemptPhase,
@@ -15,10 +14,8 @@ import {
   type Attempt,
   type DagStatusDoc,
   type RunStatusDoc,
+  type SweepStatusDoc,
 } from '../status/types.js';
-
-/** The label a Sweep puts on its points' runs; SweepDone is derived from it. */
-export { SWEEP_LABEL };
 
 /** One event of one object. */
 export interface ObjectEvent {
@@ -151,33 +148,28 @@ export function dagEvents(doc: DagStatusDoc): ObjectEvent[] {
 }
 
 /**
- * SweepDone, from the child runs' `adventuretime.dev/sweep` label: once every child of a sweep is
- * terminal. A hook until the Sweep's own status says it is done: a sweep that creates children
- * only as others finish (maxConcurrent) must not look done between two of them, which holds as
- * long as the next child is created in the pass where the last one ends.
+ * SweepDone, from the Sweep's own status once its phase is terminal: every point has run (a point
+ * waiting for a `maxConcurrent` slot keeps the sweep Running, so the gap between two points never
+ * looks done). An edit that adds points makes it run again; its next end keeps the same id.
  */
-export function sweepEvents(runs: readonly RunStatusDoc[]): ObjectEvent[] {
-  const bySweep = new Map<string, RunStatusDoc[]>();
-  for (const r of runs) {
-    const sweep = r.metadata.labels?.[SWEEP_LABEL];
-    if (sweep) bySweep.set(sweep, [...(bySweep.get(sweep) ?? []), r]);
-  }
-  const out: ObjectEvent[] = [];
-  for (const [sweep, children] of bySweep) {
-    if (!children.every((c) => TERMINAL_PHASES.has(c.status.phase))) continue;
-    const failed = children.filter((c) => c.status.phase !== Phase.Succeeded).length;
-    const ends = children.map((c) => c.status.attempts.at(-1)?.finishedAt ?? c.status.createdAt ?? '').sort();
-    out.push({
-      id: eventId('Sweep', sweep, 0, 'SweepDone'),
+export function sweepEvents(doc: SweepStatusDoc): ObjectEvent[] {
+  const st = doc.status;
+  if (!TERMINAL_PHASES.has(st.phase)) return [];
+  const ends = Object.values(st.points)
+    .map((p) => p.since ?? '')
+    .sort();
+  return [
+    {
+      id: eventId('Sweep', doc.metadata.name, 0, 'SweepDone'),
       event: 'SweepDone',
       kind: 'Sweep',
-      name: sweep,
+      name: doc.metadata.name,
       attempt: 0,
-      at: ends.at(-1) ?? '',
-      phase: failed ? Phase.Failed : Phase.Succeeded,
-      message: `${children.length - failed} of ${children.length} points succeeded`,
-      labels: children[0]!.metadata.labels ?? {},
-    });
-  }
-  return out;
+      at: ends.at(-1) || st.createdAt || '',
+      phase: st.phase,
+      ...defined({ reason: st.reason, message: st.message }),
+      ...(st.specCommit ? { specCommit: st.specCommit } : {}),
+      ...(doc.metadata.labels ? { labels: doc.metadata.labels } : {}),
+    },
+  ];
 }
