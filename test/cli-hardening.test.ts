@@ -315,6 +315,7 @@ describe('bash completion', () => {
 case "$1 $2" in
   "get runs") for n in ${names.map((n) => `'${n.replace(/'/g, `'\\''`)}'`).join(' ')}; do printf 'run/%s\\n' "$n"; done ;;
   "get dags") printf 'dag/%s\\n' 'go-dag' '$(touch ${m})' ;;
+  "get sweeps") printf 'sweep/%s\\n' 'go-sweep' '$(touch ${m})' ;;
 esac
 `,
     );
@@ -344,6 +345,8 @@ esac
     expect(complete(['adv', 'logs', 'go'])).toEqual(['go-train', 'gone']);
     expect(complete(['adv', 'describe', 'run', 'g'])).toEqual(['go-train', 'gone']);
     expect(complete(['adv', 'cancel', 'dag', ''])).toEqual(['go-dag']);
+    expect(complete(['adv', 'describe', 'sweep', ''])).toEqual(['go-sweep']);
+    expect(complete(['adv', 'get', 'sweeps', 'go'])).toEqual(['go-sweep']);
     expect(complete(['adv', 'describe', 'o'])).toEqual(['other']);
     expect(complete(['adv', 'get', 'runs', ''])).toEqual(['go-train', 'gone', 'other']);
     expect(existsSync(marker())).toBe(false);
@@ -352,6 +355,7 @@ esac
   it('still completes verbs, kinds and flags', () => {
     expect(complete(['adv', 'ca'])).toEqual(['cancel']);
     expect(complete(['adv', 'get', 'd'])).toEqual(['dags']);
+    expect(complete(['adv', 'get', 's'])).toEqual(['sweeps']);
     expect(complete(['adv', 'logs', '--fol'])).toEqual(['--follow']);
     expect(complete(['adv', 'completion', 'b'])).toEqual(['bash']);
     expect(existsSync(marker())).toBe(false);
