@@ -136,6 +136,8 @@ export class CodeRepos {
   private readonly flatDir: string;
   /** One git writing to a mirror (and to the alternates file) at a time. */
   private readonly serials = new Map<string, Promise<unknown>>();
+  /** Bare repos being made now, by git dir (see `createOnce`). */
+  private readonly creating = new Map<string, Promise<void>>();
 
   constructor(private readonly o: CodeReposOptions) {
     this.flatDir = join(o.dir, 'flat.git');
@@ -452,13 +454,27 @@ export class CodeRepos {
 
   private async ensureMirror(url: string): Promise<string> {
     const gitdir = this.gitdirOf(url);
-    if (existsSync(join(gitdir, 'HEAD'))) return gitdir;
-    await mkdir(join(this.o.dir, 'mirrors'), { recursive: true });
-    const r = await runGit(['init', '--quiet', '--bare', '--template=', gitdir]);
-    if (r.code !== 0) throw new AdvError(ErrorCode.GitError, `cannot create a mirror: ${r.stderr.trim()}`);
-    await writeFile(join(gitdir, 'adv-url'), `${url}\n`);
-    await this.serial('', () => this.writeAlternates());
+    await this.createOnce(gitdir, async () => {
+      await mkdir(join(this.o.dir, 'mirrors'), { recursive: true });
+      const r = await runGit(['init', '--quiet', '--bare', '--template=', gitdir]);
+      if (r.code !== 0) throw new AdvError(ErrorCode.GitError, `cannot create a mirror: ${r.stderr.trim()}`);
+      await writeFile(join(gitdir, 'adv-url'), `${url}\n`);
+      await this.serial('', () => this.writeAlternates());
+    });
     return gitdir;
+  }
+
+  /**
+   * Makes a bare repo once: callers that come while it is being made wait for that one (two
+   * `git init` of one dir at once fight over its config lock), and one that finds it made goes on.
+   */
+  private createOnce(gitdir: string, make: () => Promise<void>): Promise<void> {
+    const making = this.creating.get(gitdir);
+    if (making) return making;
+    if (existsSync(join(gitdir, 'HEAD'))) return Promise.resolve();
+    const p = make().finally(() => this.creating.delete(gitdir));
+    this.creating.set(gitdir, p);
+    return p;
   }
 
   private async mirrorUrls(): Promise<string[]> {
@@ -470,12 +486,13 @@ export class CodeRepos {
     return urls.map((u) => u.trim()).filter(Boolean);
   }
 
-  private async ensureFlat(): Promise<void> {
-    if (existsSync(join(this.flatDir, 'HEAD'))) return;
-    await mkdir(this.o.dir, { recursive: true });
-    const r = await runGit(['init', '--quiet', '--bare', '--template=', this.flatDir]);
-    if (r.code !== 0) throw new AdvError(ErrorCode.GitError, `cannot create flat.git: ${r.stderr.trim()}`);
-    await this.serial('', () => this.writeAlternates());
+  private ensureFlat(): Promise<void> {
+    return this.createOnce(this.flatDir, async () => {
+      await mkdir(this.o.dir, { recursive: true });
+      const r = await runGit(['init', '--quiet', '--bare', '--template=', this.flatDir]);
+      if (r.code !== 0) throw new AdvError(ErrorCode.GitError, `cannot create flat.git: ${r.stderr.trim()}`);
+      await this.serial('', () => this.writeAlternates());
+    });
   }
 
   /** Runs `fn` after every earlier `fn` of the same key has ended. */
