@@ -69,7 +69,8 @@ describe('a hostile specs repo', () => {
 
   it('keys status only by valid names, and the status branch passes git fsck --strict', async () => {
     const paths = (await git('ls-tree', '-r', '--name-only', 'adventuretime/status')).split('\n');
-    for (const p of paths) expect(p, p).toMatch(/^(runs|dags|backends|sources)\/[a-z0-9][a-z0-9.-]*\.yaml$/);
+    for (const p of paths)
+      expect(p, p).toMatch(/^(runs|dags|sweeps|alerts|backends|sources)\/[a-z0-9][a-z0-9.-]*\.yaml$/);
     expect(paths).toContain('sources/specs.yaml');
     // fsck walks every status commit and tree: a `..` entry or a bad mode anywhere fails it.
     const fsck = await git('fsck', '--strict', '--no-dangling', 'adventuretime/status');
@@ -89,13 +90,21 @@ describe('a hostile specs repo', () => {
     expect(byFile.get('hostile/big.yaml')).toMatchObject({ line: 1, code: 'FileTooLarge' });
     expect(byFile.get('hostile/binary.yaml')?.code).toBe('BinaryFile');
     expect(byFile.get('hostile/proto.yaml')?.fix).toBeTruthy();
-    // Every bad case of the corpus is reported somewhere: here, or on an invalid run's own status.
+    // Every bad case of the corpus is reported somewhere: here, or on an invalid run's (DAG's, sweep's) own status.
     for (const name of await readdir(BAD)) {
       const here = doc.status.errors.some((e) => e.file.startsWith(`bad/${name}/`));
       const onRun =
-        (await git('grep', '-l', '-F', `bad/${name}/`, 'adventuretime/status', '--', 'runs', 'dags').catch(
-          () => '',
-        )) !== '';
+        (await git(
+          'grep',
+          '-l',
+          '-F',
+          `bad/${name}/`,
+          'adventuretime/status',
+          '--',
+          'runs',
+          'dags',
+          'sweeps',
+        ).catch(() => '')) !== '';
       expect(here || onRun, name).toBe(true);
     }
     const metrics = await c.metrics.text();
