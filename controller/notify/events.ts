@@ -13,6 +13,7 @@ import {
   Reason,
   type Attempt,
   type DagStatusDoc,
+  type OwnerStatusCore,
   type RunStatusDoc,
   type SweepStatusDoc,
 } from '../status/types.js';
@@ -126,25 +127,8 @@ const readyTime = (doc: RunStatusDoc): string | undefined =>
 
 /** DagDone once a DAG is Succeeded, Failed or Cancelled. */
 export function dagEvents(doc: DagStatusDoc): ObjectEvent[] {
-  const st = doc.status;
-  if (!TERMINAL_PHASES.has(st.phase)) return [];
-  const ends = Object.values(st.nodes)
-    .map((n) => n.finishedAt ?? '')
-    .sort();
-  return [
-    {
-      id: eventId('DAG', doc.metadata.name, 0, 'DagDone'),
-      event: 'DagDone',
-      kind: 'DAG',
-      name: doc.metadata.name,
-      attempt: 0,
-      at: ends.at(-1) || st.createdAt || '',
-      phase: st.phase,
-      ...defined({ reason: st.reason, message: st.message }),
-      ...(st.specCommit ? { specCommit: st.specCommit } : {}),
-      ...(doc.metadata.labels ? { labels: doc.metadata.labels } : {}),
-    },
-  ];
+  const ends = Object.values(doc.status.nodes).map((n) => n.finishedAt ?? '');
+  return ownerDone('DAG', 'DagDone', doc.metadata, doc.status, ends);
 }
 
 /**
@@ -153,23 +137,31 @@ export function dagEvents(doc: DagStatusDoc): ObjectEvent[] {
  * looks done). An edit that adds points makes it run again; its next end keeps the same id.
  */
 export function sweepEvents(doc: SweepStatusDoc): ObjectEvent[] {
-  const st = doc.status;
+  const ends = Object.values(doc.status.points).map((p) => p.since ?? '');
+  return ownerDone('Sweep', 'SweepDone', doc.metadata, doc.status, ends);
+}
+
+/** The one event of an owner of child runs whose phase is terminal, at its children's last end. */
+function ownerDone(
+  kind: 'DAG' | 'Sweep',
+  event: 'DagDone' | 'SweepDone',
+  metadata: { name: string; labels?: Record<string, string> },
+  st: OwnerStatusCore,
+  ends: string[],
+): ObjectEvent[] {
   if (!TERMINAL_PHASES.has(st.phase)) return [];
-  const ends = Object.values(st.points)
-    .map((p) => p.since ?? '')
-    .sort();
   return [
     {
-      id: eventId('Sweep', doc.metadata.name, 0, 'SweepDone'),
-      event: 'SweepDone',
-      kind: 'Sweep',
-      name: doc.metadata.name,
+      id: eventId(kind, metadata.name, 0, event),
+      event,
+      kind,
+      name: metadata.name,
       attempt: 0,
-      at: ends.at(-1) || st.createdAt || '',
+      at: ends.sort().at(-1) || st.createdAt || '',
       phase: st.phase,
       ...defined({ reason: st.reason, message: st.message }),
       ...(st.specCommit ? { specCommit: st.specCommit } : {}),
-      ...(doc.metadata.labels ? { labels: doc.metadata.labels } : {}),
+      ...(metadata.labels ? { labels: metadata.labels } : {}),
     },
   ];
 }
