@@ -8,6 +8,7 @@ import { appendFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../test/helpers/wait.js';
 import { advExec } from './exec.js';
 import { metricsPrefix, readAttemptMetrics } from './metrics.js';
 import { LineTail, MetricsShipper } from './metrics-ship.js';
@@ -179,10 +180,10 @@ describe('the worker and adv exec ship the metrics file', () => {
     await w0.start();
     await appendFile(file0, line(1));
     // Shipped while it runs, by the timer: the part appears without a finish.
-    for (let i = 0; !(await partsOf(store, 'w', 1)).length; i++) {
-      if (i > 2000) throw new Error('no metrics part shipped by the timer within 100 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(async () => (await partsOf(store, 'w', 1)).length > 0, {
+      what: 'a metrics part shipped by the timer',
+      timeoutMs: 100_000,
+    });
     await appendFile(file0, line(2) + '{"step":3,"metrics":{"loss":0.3}}');
     await w0.finish(RECORD, { workloadExitedOnItsOwn: true });
     expect((await readAttemptMetrics(store, 'w', 1)).map((e) => e.step)).toEqual([1, 2, 3]);
@@ -208,10 +209,10 @@ describe('the worker and adv exec ship the metrics file', () => {
     });
     await w.start();
     await appendFile(file, Array.from({ length: 40 }, (_, i) => line(i)).join(''));
-    for (let i = 0; !(await partsOf(store, 't', 1)).length; i++) {
-      if (i > 2000) throw new Error('no metrics part shipped past the threshold within 100 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(async () => (await partsOf(store, 't', 1)).length > 0, {
+      what: 'a metrics part shipped past the threshold',
+      timeoutMs: 100_000,
+    });
     expect((await readAttemptMetrics(store, 't', 1)).length).toBe(40);
     await w.finish(RECORD, { workloadExitedOnItsOwn: true });
   }, 120_000);

@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/helpers/wait.js';
 import { captureIo } from '../../test/helpers/io.js';
 import { attemptPrefix } from '../../runtime/checkpoint.js';
 import { metricsPrefix, type AttemptMetrics } from '../../runtime/metrics.js';
@@ -166,13 +167,14 @@ describe('adv metrics', () => {
       ['metrics', 'r', '--store', url, '-f', '--interval', '20', '-o', 'csv'],
       io,
     ).finally(() => (done = true));
-    const until = async (what: string, ok: () => boolean) => {
-      for (let i = 0; !ok(); i++) {
-        if (i > 5000 || done)
-          throw new Error(`timed out or ended waiting for ${what}:\n${io.out()}${io.err()}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
+    const until = (what: string, ok: () => boolean) =>
+      waitFor(ok, {
+        what,
+        timeoutMs: 100_000,
+        everyMs: 20,
+        giveUpIf: () => done && 'adv metrics -f ended',
+        detail: () => io.out() + io.err(),
+      });
     await until('attempt 2’s first part', () => io.out().includes(`60,2,`));
     await store.put(`${metricsPrefix('r', 2)}part-000001`, JSON.stringify(ev(70, { loss: 0.7 })) + '\n');
     await until('the new point', () => io.out().includes('70,2,,0.7'));
