@@ -11,8 +11,8 @@ import type { GitPort } from '../git/port.js';
 import { GitTreeSource, TreeListingCache } from '../git/tree-source.js';
 import { listOf, readJsonCache, writeJsonCache } from '../internal/json-cache.js';
 import type { DesiredDag, InvalidDag } from '../reconcile/dag-plan.js';
-import { desiredDag, desiredRun, invalidObject } from '../reconcile/desired.js';
-import { desiredSweep, SWEEP_LABEL, type DesiredSweep, type InvalidSweep } from '../reconcile/sweep-plan.js';
+import { desiredDag, desiredRun, desiredSweep, invalidObject } from '../reconcile/desired.js';
+import { SWEEP_LABEL, type DesiredSweep, type InvalidSweep } from '../reconcile/sweep-plan.js';
 import { generationOf, type DesiredRun, type InvalidRun } from '../reconcile/run-plan.js';
 import type { Diagnostic } from '../spec/diagnostic.js';
 import {

@@ -7,8 +7,9 @@ import { TERMINAL_PHASES } from '../status/phases.js';
 import type { RunStatus } from '../status/types.js';
 import type { InvalidDocument, LoadedObject } from '../spec/loader.js';
 import { resolvedRef, type EnvironmentIndex } from '../spec/environments.js';
-import type { Dag, Run, RunSpec } from '../spec/schema.js';
+import type { DagSpec, Run, RunSpec, SweepSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
+import type { DesiredSweep } from './sweep-plan.js';
 import { generationOf, isLiveAttempt, type DesiredRun, type InvalidRun } from './run-plan.js';
 
 /**
@@ -31,15 +32,25 @@ export function desiredRun(o: LoadedObject, environments?: EnvironmentIndex): De
   };
 }
 
-export function desiredDag(o: LoadedObject): DesiredDag {
-  const dag = o.object as Dag;
+export const desiredDag = (o: LoadedObject): DesiredDag => desiredOwner<DagSpec>(o);
+
+export const desiredSweep = (o: LoadedObject): DesiredSweep => desiredOwner<SweepSpec>(o);
+
+/** A DAG or a Sweep as its planner takes it: the spec, its generation, where it is, its labels. */
+function desiredOwner<S>(o: LoadedObject): {
+  name: string;
+  spec: S;
+  generation: string;
+  file: string;
+  labels?: Record<string, string>;
+} {
+  const obj = o.object as unknown as { spec: S; metadata: { labels?: Record<string, string> } };
   return {
     name: o.name,
-    spec: dag.spec,
-    generation: generationOf(dag.spec),
+    spec: obj.spec,
+    generation: generationOf(obj.spec),
     file: o.file,
-    ...(dag.metadata.labels ? { labels: dag.metadata.labels } : {}),
-    ...(dag.metadata.annotations ? { annotations: dag.metadata.annotations } : {}),
+    ...(obj.metadata.labels ? { labels: obj.metadata.labels } : {}),
   };
 }
 

@@ -5,7 +5,8 @@ import type { RunStatusDoc, SweepStatusDoc } from '../status/types.js';
 import { planChanges } from './plan-changes.js';
 import { recordSubmitted } from './results.js';
 import { planRun, type PlanContext } from './run-plan.js';
-import { desiredSweep, planSweep } from './sweep-plan.js';
+import { desiredSweep } from './desired.js';
+import { planSweep } from './sweep-plan.js';
 
 const T0 = Date.parse('2026-11-27T12:00:00Z');
 const ctx: Omit<PlanContext, 'specCommit'> = {

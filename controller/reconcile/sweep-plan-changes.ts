@@ -7,7 +7,8 @@ import { expandPoints, pointRunName } from '../spec/sweep-params.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { ItemFn, PlanInput, PlanReport } from './plan-changes.js';
 import type { PlanContext } from './run-plan.js';
-import { desiredSweep, planSweep, type DesiredSweep } from './sweep-plan.js';
+import { desiredSweep } from './desired.js';
+import { planSweep, type DesiredSweep } from './sweep-plan.js';
 
 /** One Sweep of the plan: the points added and the points cancelled (removed), by child run name. */
 export interface SweepPlanItem {

@@ -9,8 +9,7 @@
  * params, nothing else of the sweep). `maxConcurrent` holds points back: a point has no child run
  * until fewer than that many are unfinished; waiting points are created in expansion order.
  */
-import type { LoadedObject } from '../spec/loader.js';
-import type { Sweep, SweepSpec } from '../spec/schema.js';
+import type { SweepSpec } from '../spec/schema.js';
 import { expandPoints, pointRunName, pointRunSpec, type Params } from '../spec/sweep-params.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import {
@@ -352,16 +351,4 @@ function sameShell(a: SweepStatusDoc, b: SweepStatusDoc): boolean {
   const shell = (d: SweepStatusDoc) =>
     canonicalJson({ ...d, appliedSpec: undefined, status: { ...d.status, points: undefined } });
   return a.status.observedGeneration === b.status.observedGeneration && shell(a) === shell(b);
-}
-
-/** A loaded Sweep as the planner takes it. */
-export function desiredSweep(o: LoadedObject): DesiredSweep {
-  const sweep = o.object as Sweep;
-  return {
-    name: o.name,
-    spec: sweep.spec,
-    generation: generationOf(sweep.spec),
-    file: o.file,
-    ...(sweep.metadata.labels ? { labels: sweep.metadata.labels } : {}),
-  };
 }
