@@ -43,14 +43,20 @@ function desiredOwner<S>(o: LoadedObject): {
   generation: string;
   file: string;
   labels?: Record<string, string>;
+  annotations?: Record<string, string>;
 } {
-  const obj = o.object as unknown as { spec: S; metadata: { labels?: Record<string, string> } };
+  const obj = o.object as unknown as {
+    spec: S;
+    metadata: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  };
   return {
     name: o.name,
     spec: obj.spec,
     generation: generationOf(obj.spec),
     file: o.file,
     ...(obj.metadata.labels ? { labels: obj.metadata.labels } : {}),
+    // `adv retry dag` is an annotation: the DAG planner passes it to its failed children.
+    ...(obj.metadata.annotations ? { annotations: obj.metadata.annotations } : {}),
   };
 }
 
