@@ -18,24 +18,25 @@
  * - **Nothing leaks**: the instance is destroyed when its attempt ends (success, failure,
  *   preemption, cancel, guardrails); one labelled for this backend that no live attempt owns is
  *   destroyed at the next poll; `close` waits for destroy requests in flight.
+ *
+ * The bookkeeping and `observe`'s ladder are the shared `MachineLifecycle`'s (remote/); this file
+ * says only what Vast.ai says differently: offers, rentals, instance statuses, prices.
  */
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { AdapterClosed, Listings } from '../remote/listings.js';
-import { RecentChecks } from '../remote/recent-checks.js';
 import { RemoteHost } from '../remote/host.js';
-import { sshTargetOf } from '../ssh/transport.js';
 import {
-  JobState,
-  isEnded,
-  unobservable,
-  type Backend,
-  type BackendContext,
-  type JobHandle,
-  type JobRequest,
-  type ObservedJob,
-  type SubmitResult,
-} from '../types.js';
+  CANCEL_GRACE_MS,
+  MachineLifecycle,
+  pause,
+  type Base,
+  type JobSeen,
+  type Look,
+  type MachineCloud,
+  type Standing,
+} from '../remote/machine-lifecycle.js';
+import { sshTargetOf } from '../ssh/transport.js';
+import type { Backend, BackendContext, JobHandle, JobRequest, ObservedJob, SubmitResult } from '../types.js';
 import {
   OfferTakenError,
   VastActualStatus,
@@ -45,66 +46,95 @@ import {
   type VastOffer,
 } from './client.js';
 import { offerQuery } from './query.js';
+import {
+  DEFAULT_BID_MARGIN_PCT,
+  DEFAULT_DISK_GB,
+  DEFAULT_IMAGE,
+  DEFAULT_LOADING_TIMEOUT_SEC,
+  DEFAULT_READY_TIMEOUT_SEC,
+  type VastSettings,
+} from './settings.js';
 
-type Settings = NonNullable<BackendObject['spec']['vastai']>;
+export { DEFAULT_IMAGE };
 
-/** The image when the Backend names none: Python and Node.js (the bootstrap needs Node ≥ 20). */
-export const DEFAULT_IMAGE = 'nikolaik/python-nodejs:python3.12-nodejs22';
-const DEFAULT_DISK_GB = 32;
-const DEFAULT_LOADING_TIMEOUT_SEC = 600;
-const DEFAULT_READY_TIMEOUT_SEC = 1200;
-const DEFAULT_BID_MARGIN_PCT = 10;
 /** How long a running job's instance goes without a look over SSH (see `poll`). */
 const HOST_CHECK_MS = 15_000;
-/** How long a rental being provisioned waits for a poll's list before showing it itself. */
-const LIST_WAIT_MS = 15_000;
-/** How long a cancelled job gets to stop before its instance is destroyed. */
-const CANCEL_GRACE_MS = 10_000;
 /** Statuses of an instance that is meant to run and does not: outbid, paused, its container gone. */
 const STOPPED = new Set<string>([VastActualStatus.Stopped, VastActualStatus.Exited, VastActualStatus.Frozen]);
 
 /** The label of a job's instance: the backend's prefix, then the job name. */
 export const labelPrefix = (backend: string): string => `adventuretime:${backend}:`;
 
-interface Provisioning {
-  /** The instance rented now (it changes when one is replaced). */
-  id: number;
-  record: { run: string; attempt: number };
-  launched: boolean;
-  /** Set when provisioning failed: the attempt ends with it. */
-  failed?: ObservedJob;
-}
-
 export class VastBackend implements Backend {
   readonly type = 'vastai' as const;
   readonly sweepsOrphans = true;
-  private readonly settings: Settings;
-  private readonly provisioning = new Map<string, Provisioning>();
-  private readonly ended = new Map<string, ObservedJob>();
-  private readonly cancelled = new Set<string>();
-  /** The polls' lists, by job name: what a rental being provisioned waits on. */
-  private readonly listings = new Listings<VastInstance>();
-  /** The last look at each running job's instance (see `RecentChecks`). */
-  private readonly checks: RecentChecks;
+  private readonly life: MachineLifecycle<VastInstance, number>;
+  private readonly cloud: VastCloud;
+
+  constructor(
+    readonly name: string,
+    spec: BackendObject['spec'],
+    ctx: BackendContext,
+    injected?: VastClient,
+  ) {
+    this.cloud = new VastCloud(name, spec, ctx, injected);
+    this.life = new MachineLifecycle(name, this.cloud, ctx, { checkEveryMs: HOST_CHECK_MS });
+  }
+
+  submit(job: JobRequest): Promise<SubmitResult> {
+    return this.life.submit(job);
+  }
+
+  find(jobName: string): Promise<JobHandle | undefined> {
+    return this.life.find(jobName);
+  }
+
+  poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
+    return this.life.poll(handles, owned);
+  }
+
+  /** Stops the job (adv exec records it cancelled), then destroys the instance after the grace. */
+  cancel(h: JobHandle): Promise<void> {
+    return this.life.cancel(h);
+  }
+
+  async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
+    const inst = await this.cloud.locate(h.jobName);
+    if (!inst || !endpointOf(inst)) return;
+    yield* this.cloud.hostOf(inst, h.jobName).logs(h.jobName, opts);
+  }
+
+  async close(): Promise<void> {
+    await this.life.close();
+    this.cloud.close();
+  }
+}
+
+/** What Vast.ai says differently: an instance rented per job from the offers that fit. */
+class VastCloud implements MachineCloud<VastInstance, number> {
+  readonly words = {
+    adopting: 'adopting a Vast.ai instance rented before a restart',
+    orphan: 'destroying an orphaned Vast.ai instance no live attempt owns',
+    notProvisioned: 'Vast.ai instance could not be provisioned',
+    neverLaunched: 'the job was never started on the instance',
+    goneReason: 'InstanceGone',
+  };
+  private readonly settings: VastSettings;
   /** One transport per instance endpoint, closed when the instance's attempt ends. */
   private readonly hosts = new Map<string, RemoteHost>();
   /** Which endpoint each job's instance is reached at. */
   private readonly endpointOfJob = new Map<string, string>();
-  private readonly destroying = new Set<Promise<void>>();
   private readonly logger: Logger;
-  /** Set by `close`: background provisioning stops and leaves the rental to the next adapter. */
-  private closed = false;
   private clientFor: { key: string; client: VastClient } | undefined;
 
   constructor(
-    readonly name: string,
+    private readonly backend: string,
     private readonly spec: BackendObject['spec'],
     private readonly ctx: BackendContext,
     private readonly injected?: VastClient,
   ) {
     this.settings = spec.vastai!;
     this.logger = ctx.logger;
-    this.checks = new RecentChecks(ctx, HOST_CHECK_MS);
   }
 
   /** The client, with the API key as the secrets hold it now (a rotated key is picked up). */
@@ -128,23 +158,66 @@ export class VastBackend implements Backend {
   }
 
   private label(jobName: string): string {
-    return `${labelPrefix(this.name)}${jobName}`;
+    return `${labelPrefix(this.backend)}${jobName}`;
   }
 
-  async submit(job: JobRequest): Promise<SubmitResult> {
-    const found = await this.find(job.jobName);
-    if (found) {
-      if (!this.provisioning.has(job.jobName)) this.provision(job, Number(found.jobId), []);
-      return { ...found, adopted: true };
+  /** Instances are keyed by the job name their label carries. */
+  keyOf(jobName: string): string {
+    return jobName;
+  }
+
+  /** One paginated list of the account's instances; those labelled for this backend. */
+  async list(): Promise<Map<string, VastInstance>> {
+    let all: VastInstance[];
+    try {
+      all = await this.api.listInstances();
+    } catch (e) {
+      throw new Error(`Vast.ai list: ${(e as Error).message}`);
     }
-    const id = await this.rent(job, []);
-    this.provision(job, id, []);
-    return { backend: this.name, jobName: job.jobName, jobId: String(id) };
+    const mine = new Map<string, VastInstance>();
+    const prefix = labelPrefix(this.backend);
+    for (const inst of all)
+      if (inst.label?.startsWith(prefix)) mine.set(inst.label.slice(prefix.length), inst);
+    return mine;
   }
 
-  async find(jobName: string): Promise<JobHandle | undefined> {
+  async find(jobName: string): Promise<VastInstance | undefined> {
     const [inst] = await this.api.listInstances({ labels: [this.label(jobName)] });
-    return inst ? { backend: this.name, jobName, jobId: String(inst.id) } : undefined;
+    return inst;
+  }
+
+  locate(jobName: string): Promise<VastInstance | undefined> {
+    return this.find(jobName);
+  }
+
+  async show(_jobName: string, id: number): Promise<VastInstance | undefined> {
+    return this.api.showInstance(id);
+  }
+
+  placeOf(inst: VastInstance): number {
+    return inst.id;
+  }
+
+  jobIdOf(_jobName: string, id: number): string {
+    return String(id);
+  }
+
+  standing(inst: VastInstance): Standing {
+    if (inst.intended_status !== 'stopped' && STOPPED.has(inst.actual_status ?? ''))
+      return {
+        kind: 'ended',
+        reason:
+          inst.actual_status === VastActualStatus.Stopped
+            ? 'Outbid'
+            : `Instance${capitalize(inst.actual_status!)}`,
+        message: `Vast.ai instance ${inst.id} is ${inst.actual_status} while meant to run${inst.status_msg ? `: ${inst.status_msg}` : ''}`,
+      };
+    if (inst.actual_status !== VastActualStatus.Running) return { kind: 'creating' };
+    return endpointOf(inst) ? { kind: 'usable' } : { kind: 'unready' };
+  }
+
+  ask(job: JobRequest): Promise<number> {
+    return this.rent(job, []);
   }
 
   /** Rents the cheapest offer that fits and is still there, avoiding `excluded` machines; its id. */
@@ -175,7 +248,7 @@ export class VastBackend implements Backend {
         if (!(e instanceof OfferTakenError)) {
           // The API may have acted on a create it did not answer: look before renting again.
           const found = await this.find(job.jobName).catch(() => undefined);
-          if (found) return Number(found.jobId);
+          if (found) return found.id;
           throw e;
         }
         tried.push(String(offer.id));
@@ -236,65 +309,17 @@ export class VastBackend implements Backend {
       .join(', ');
   }
 
-  /**
-   * In the background: waits for the instance to run with an SSH endpoint; one stuck loading is
-   * destroyed and replaced (its machine excluded); then launches the job. Never throws: a failure
-   * is recorded for `poll` to report.
-   */
-  private provision(job: JobRequest, id: number, excluded: number[]): void {
-    const p: Provisioning = { id, launched: false, record: { run: job.run, attempt: job.attempt } };
-    this.provisioning.set(job.jobName, p);
-    void (async () => {
-      try {
-        for (;;) {
-          const inst = await this.waitRunning(job.jobName, p.id);
-          if (this.closed) throw new AdapterClosed();
-          if (inst) {
-            await this.hostOf(inst, job.jobName).launch(job);
-            p.launched = true;
-            return;
-          }
-          // Stuck loading: this machine is not starting it. Another one.
-          const stuck = await this.api.showInstance(p.id);
-          if (stuck?.machine_id !== undefined) excluded.push(stuck.machine_id);
-          // Gone before the next rental (its offer is back in searches: the exclusion keeps it out).
-          this.destroy(p.id, 'stuck loading');
-          await Promise.all(this.destroying);
-          p.id = await this.rent(job, excluded);
-        }
-      } catch (e) {
-        // Closed (its Backend spec changed): the adapter that replaces it adopts the rental.
-        if (e instanceof AdapterClosed) return;
-        const message = (e as Error).message;
-        this.logger.warn(
-          { job: job.jobName, instance: p.id, err: message },
-          'Vast.ai instance could not be provisioned',
-        );
-        p.failed = {
-          jobName: job.jobName,
-          jobId: String(p.id),
-          state: JobState.Lost,
-          reason: e instanceof NoOfferError ? 'NoCapacity' : 'ProvisioningFailed',
-          message,
-        };
-      }
-    })();
-  }
-
   /** The instance once running with an SSH endpoint; undefined when it is stuck loading. */
-  private async waitRunning(jobName: string, id: number): Promise<VastInstance | undefined> {
+  async waitUsable(
+    job: JobRequest,
+    id: number,
+    look: (id: number) => Promise<Look<VastInstance>>,
+  ): Promise<VastInstance | undefined> {
     const start = this.ctx.now();
     const loadingMs = (this.settings.loadingTimeoutSec ?? DEFAULT_LOADING_TIMEOUT_SEC) * 1000;
     const readyMs = (this.settings.readyTimeoutSec ?? DEFAULT_READY_TIMEOUT_SEC) * 1000;
     for (;;) {
-      if (this.cancelled.has(jobName)) throw new Error('cancelled while provisioning');
-      if (this.closed) throw new AdapterClosed();
-      // The next poll's list says how the rental is, without a call of its own; one not in it,
-      // or no poll in time, is shown once — at most every 2 s (Vast's interval for `show`) for
-      // the first minute, every 5 s after.
-      const listed = await this.listings.after(this.ctx.now(), jobName, LIST_WAIT_MS);
-      const seen = listed?.item?.id === id ? listed.item : undefined;
-      const inst = seen ?? (await this.api.showInstance(id));
+      const { machine: inst, seen } = await look(id);
       if (!inst) throw new Error(`Vast.ai instance ${id} is gone before it ran`);
       if (inst.actual_status === VastActualStatus.Running && endpointOf(inst)) return inst;
       if (STOPPED.has(inst.actual_status ?? ''))
@@ -304,19 +329,46 @@ export class VastBackend implements Backend {
       const waited = this.ctx.now() - start;
       if (waited > loadingMs && inst.actual_status !== VastActualStatus.Running) {
         this.logger.warn(
-          { job: jobName, instance: id, status: inst.actual_status },
+          { job: job.jobName, instance: id, status: inst.actual_status },
           'Vast.ai instance stuck loading; replacing it',
         );
         return undefined;
       }
       if (waited > readyMs)
         throw new Error(`Vast.ai instance ${id} has no SSH endpoint after ${readyMs / 1000}s`);
-      if (!seen) await new Promise((r) => setTimeout(r, waited < 60_000 ? 2000 : 5000));
+      // Shown at most every 2 s (Vast's interval for `show`) for the first minute, every 5 s after.
+      if (!seen) await pause(waited < 60_000 ? 2000 : 5000);
     }
   }
 
+  /**
+   * Stuck loading: this machine is not starting it. It is destroyed before the next rental (its
+   * offer is back in searches: the exclusion, kept in `tried`, keeps it out), then another rented.
+   */
+  async another(
+    job: JobRequest,
+    id: number,
+    tried: string[],
+    remove: (id: number, why: string) => Promise<void>,
+  ): Promise<number> {
+    const stuck = await this.api.showInstance(id);
+    if (stuck?.machine_id !== undefined) tried.push(String(stuck.machine_id));
+    await remove(id, 'stuck loading');
+    return this.rent(job, tried.map(Number));
+  }
+
+  failureReason(e: unknown): string {
+    return e instanceof NoOfferError ? 'NoCapacity' : 'ProvisioningFailed';
+  }
+
+  launch(job: JobRequest, inst: VastInstance): Promise<void> {
+    return this.hostOf(inst, job.jobName)
+      .launch(job)
+      .then(() => undefined);
+  }
+
   /** The instance's host (one transport each, reused): its mapped 22/tcp, else the SSH gateway. */
-  private hostOf(inst: VastInstance, jobName: string): RemoteHost {
+  hostOf(inst: VastInstance, jobName: string): RemoteHost {
     const ep = endpointOf(inst)!;
     const key = `${ep.host}:${ep.port}`;
     this.endpointOfJob.set(jobName, key);
@@ -335,161 +387,18 @@ export class VastBackend implements Backend {
     return host;
   }
 
-  async poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
-    const takenAt = this.ctx.now();
-    let all: VastInstance[];
-    try {
-      all = await this.api.listInstances();
-    } catch (e) {
-      return unobservable(handles, 'Unreachable', `Vast.ai list: ${(e as Error).message}`);
-    }
-    const mine = new Map<string, VastInstance>();
-    const prefix = labelPrefix(this.name);
-    for (const inst of all)
-      if (inst.label?.startsWith(prefix)) mine.set(inst.label.slice(prefix.length), inst);
-    this.listings.publish(takenAt, mine);
-    const out = await Promise.all(handles.map((h) => this.observe(h, mine.get(h.jobName))));
-    this.forgetUnpolled(handles);
-    this.sweep(handles, owned, mine);
-    return out;
+  /** Every observation carries the instance's own `dph_total`: it becomes the attempt's price. */
+  base(h: JobHandle, inst: VastInstance | undefined): Base {
+    return { jobName: h.jobName, jobId: inst ? String(inst.id) : h.jobId, ...priceOf(inst) };
   }
 
-  private async observe(h: JobHandle, inst: VastInstance | undefined): Promise<ObservedJob> {
-    const ended = this.ended.get(h.jobName);
-    if (ended) return ended;
-    const id = inst?.id ?? Number(h.jobId);
-    const base = { jobName: h.jobName, jobId: String(id), ...priceOf(inst) };
-    const p = this.provisioning.get(h.jobName);
-    if (p?.failed) return this.end(h, p.failed, inst?.id);
-    // An instance this controller did not rent (it was restarted) and that is not running yet.
-    if (!p && inst && inst.actual_status !== VastActualStatus.Running && this.adopt(h, inst))
-      return provisioningSeen(base, inst);
-    if (!inst) {
-      if (p && !p.launched)
-        return {
-          ...base,
-          state: JobState.Pending,
-          reason: 'Provisioning',
-          message: 'renting a Vast.ai instance',
-        };
-      if (this.cancelled.has(h.jobName))
-        return this.end(h, { ...base, state: JobState.Cancelled, reason: 'Cancelled' }, undefined);
-      return this.end(
-        h,
-        { ...base, state: JobState.Lost, reason: 'InstanceGone', message: `Vast.ai instance ${id} is gone` },
-        undefined,
-      );
-    }
-    if (inst.intended_status !== 'stopped' && STOPPED.has(inst.actual_status ?? ''))
-      return this.end(
-        h,
-        {
-          ...base,
-          state: JobState.Preempted,
-          reason:
-            inst.actual_status === VastActualStatus.Stopped
-              ? 'Outbid'
-              : `Instance${capitalize(inst.actual_status!)}`,
-          message: `Vast.ai instance ${inst.id} is ${inst.actual_status} while meant to run${inst.status_msg ? `: ${inst.status_msg}` : ''}`,
-        },
-        inst.id,
-      );
-    if (inst.actual_status !== VastActualStatus.Running || !endpointOf(inst) || (p && !p.launched))
-      return provisioningSeen(base, inst);
-    const recent = await this.checks.recent(h);
-    if (recent) return { ...recent, ...priceOf(inst) };
+  async observeJob(h: JobHandle, inst: VastInstance, base: Base): Promise<JobSeen> {
     const [seen] = await this.hostOf(inst, h.jobName).observe([h]);
     const o: ObservedJob = { ...seen!, ...base };
-    this.checks.saw(h, o, p?.record);
-    if (o.reason === 'JobDirMissing' && !this.provisioning.has(h.jobName)) {
-      if (this.adopt(h, inst)) return provisioningSeen(base, inst);
-      return this.end(
-        h,
-        { ...o, reason: 'NeverLaunched', message: 'the job was never started on the instance' },
-        inst.id,
-      );
-    }
-    return isEnded(o.state) ? this.end(h, o, inst.id) : o;
+    return o.reason === 'JobDirMissing' ? { seen: o, unlaunched: 'all' } : { seen: o };
   }
 
-  /**
-   * Takes over provisioning an instance this controller did not rent (it was restarted), with the
-   * request rebuilt from the status branch; false when the attempt is no longer live.
-   */
-  private adopt(h: JobHandle, inst: VastInstance): boolean {
-    const job = this.ctx.requestFor?.(h.jobName);
-    if (!job) return false;
-    this.logger.info(
-      { job: h.jobName, instance: inst.id },
-      'adopting a Vast.ai instance rented before a restart',
-    );
-    this.provision(job, inst.id, []);
-    return true;
-  }
-
-  private forgetUnpolled(handles: readonly JobHandle[]): void {
-    const polled = new Set(handles.map((h) => h.jobName));
-    for (const k of this.ended.keys()) if (!polled.has(k)) this.ended.delete(k);
-    this.checks.keepOnly(polled);
-    for (const k of this.cancelled) if (!polled.has(k) && !this.provisioning.has(k)) this.cancelled.delete(k);
-  }
-
-  /** Records how the attempt ended and destroys its instance (in the background). */
-  private end(h: JobHandle, o: ObservedJob, id: number | undefined): ObservedJob {
-    this.ended.set(h.jobName, o);
-    this.checks.forget(h.jobName);
-    const p = this.provisioning.get(h.jobName);
-    this.provisioning.delete(h.jobName);
-    const target = id ?? p?.id;
-    if (target !== undefined) this.destroy(target, `attempt ${o.state}`);
-    this.dropHost(h.jobName);
-    return o;
-  }
-
-  /** The instance is going: its SSH connection too (each rental has an endpoint of its own). */
-  private dropHost(jobName: string): void {
-    const key = this.endpointOfJob.get(jobName);
-    this.endpointOfJob.delete(jobName);
-    if (!key || [...this.endpointOfJob.values()].includes(key)) return;
-    this.hosts.get(key)?.close();
-    this.hosts.delete(key);
-  }
-
-  private destroy(id: number, why: string): void {
-    const asked = this.api
-      .destroyInstance(id)
-      .then(() => this.logger.info({ instance: id, why }, 'destroyed Vast.ai instance'))
-      .catch((e: unknown) =>
-        this.logger.warn({ instance: id, err: (e as Error).message }, 'cannot destroy Vast.ai instance'),
-      )
-      .finally(() => this.destroying.delete(asked));
-    this.destroying.add(asked);
-  }
-
-  /** Instances labelled for this backend that no live attempt owns are destroyed. */
-  private sweep(
-    handles: readonly JobHandle[],
-    live: ReadonlySet<string>,
-    mine: Map<string, VastInstance>,
-  ): void {
-    const owned = new Set([...handles.map((h) => h.jobName), ...live, ...this.provisioning.keys()]);
-    for (const [jobName, inst] of mine) {
-      if (owned.has(jobName)) continue;
-      this.logger.warn(
-        { instance: inst.id, label: inst.label },
-        'destroying an orphaned Vast.ai instance no live attempt owns',
-      );
-      this.destroy(inst.id, 'orphan');
-    }
-  }
-
-  /** Stops the job (adv exec records it cancelled), then destroys the instance after the grace. */
-  async cancel(h: JobHandle): Promise<void> {
-    this.cancelled.add(h.jobName);
-    const [inst] = await this.api.listInstances({ labels: [this.label(h.jobName)] });
-    if (!inst) return;
-    if (inst.actual_status !== VastActualStatus.Running || !endpointOf(inst))
-      return this.destroy(inst.id, 'cancelled');
+  async stop(h: JobHandle, inst: VastInstance): Promise<{ ended: Promise<unknown> }> {
     const host = this.hostOf(inst, h.jobName);
     await host
       .cancel(h.jobName)
@@ -499,21 +408,42 @@ export class VastBackend implements Backend {
           'cannot stop the job; destroying its instance',
         ),
       );
-    void host.ended(h, CANCEL_GRACE_MS).then(() => {
-      this.destroy(inst.id, 'cancelled');
-      this.dropHost(h.jobName);
-    });
+    return { ended: host.ended(h, CANCEL_GRACE_MS) };
   }
 
-  async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
-    const [inst] = await this.api.listInstances({ labels: [this.label(h.jobName)] });
-    if (!inst || !endpointOf(inst)) return;
-    yield* this.hostOf(inst, h.jobName).logs(h.jobName, opts);
+  async delete(_key: string, id: number | undefined, why: string): Promise<void> {
+    if (id === undefined) return;
+    try {
+      await this.api.destroyInstance(id);
+      this.logger.info({ instance: id, why }, 'destroyed Vast.ai instance');
+    } catch (e) {
+      this.logger.warn({ instance: id, err: (e as Error).message }, 'cannot destroy Vast.ai instance');
+    }
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    await Promise.all(this.destroying);
+  /** The instance is going: its SSH connection too (each rental has an endpoint of its own). */
+  released(jobName: string): void {
+    const key = this.endpointOfJob.get(jobName);
+    this.endpointOfJob.delete(jobName);
+    if (!key || [...this.endpointOfJob.values()].includes(key)) return;
+    this.hosts.get(key)?.close();
+    this.hosts.delete(key);
+  }
+
+  provisioningMessage(_jobName: string, inst: VastInstance | undefined): string {
+    if (!inst) return 'renting a Vast.ai instance';
+    return `Vast.ai instance ${inst.id} is ${inst.actual_status ?? 'being created'}${inst.status_msg ? `: ${inst.status_msg}` : ''}`;
+  }
+
+  goneMessage(base: Base): string {
+    return `Vast.ai instance ${base.jobId} is gone`;
+  }
+
+  fields(_key: string, id: number | undefined, inst?: VastInstance): Record<string, unknown> {
+    return { instance: id, ...(inst?.label ? { label: inst.label } : {}) };
+  }
+
+  close(): void {
     for (const h of this.hosts.values()) h.close();
   }
 }
@@ -534,15 +464,6 @@ export function bidFor(offer: VastOffer, marginPct = DEFAULT_BID_MARGIN_PCT): nu
 
 function priceOf(inst: VastInstance | undefined): Pick<ObservedJob, 'pricePerHour'> {
   return inst?.dph_total !== undefined ? { pricePerHour: inst.dph_total } : {};
-}
-
-function provisioningSeen(base: Pick<ObservedJob, 'jobName' | 'jobId'>, inst: VastInstance): ObservedJob {
-  return {
-    ...base,
-    state: JobState.Pending,
-    reason: 'Provisioning',
-    message: `Vast.ai instance ${inst.id} is ${inst.actual_status ?? 'being created'}${inst.status_msg ? `: ${inst.status_msg}` : ''}`,
-  };
 }
 
 const capitalize = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1);
