@@ -27,7 +27,7 @@ import type { Backend as BackendObject } from '../../spec/schema.js';
 import { RemoteHost } from '../remote/host.js';
 import {
   CANCEL_GRACE_MS,
-  MachineLifecycle,
+  MachineBackend,
   pause,
   type JobSeen,
   type Look,
@@ -38,12 +38,10 @@ import { expandHome, sshTargetOf } from '../ssh/transport.js';
 import {
   JobState,
   isEnded,
-  type Backend,
   type BackendContext,
   type JobHandle,
   type JobRequest,
   type ObservedJob,
-  type SubmitResult,
 } from '../types.js';
 import { GcloudTpu, TpuCapacityError, TpuQuotaError, tpuNodeName, type TpuNode } from './gcloud.js';
 import {
@@ -72,37 +70,12 @@ const ENDED_STATES = new Set(['PREEMPTED', 'TERMINATED']);
  */
 const WORKER_CHECK_MS = 15_000;
 
-export class TpuBackend implements Backend {
+export class TpuBackend extends MachineBackend<ZonedNode, string, TpuCloud> {
   readonly type = 'gcp-tpu' as const;
-  readonly sweepsOrphans = true;
-  private readonly life: MachineLifecycle<ZonedNode, string>;
-  private readonly cloud: TpuCloud;
 
-  constructor(
-    readonly name: string,
-    spec: BackendObject['spec'],
-    ctx: BackendContext,
-    gcloud?: GcloudTpu,
-  ) {
-    this.cloud = new TpuCloud(name, spec, ctx, gcloud ?? new GcloudTpu({ project: spec.gcpTpu!.project }));
-    this.life = new MachineLifecycle(name, this.cloud, ctx, { checkEveryMs: WORKER_CHECK_MS });
-  }
-
-  submit(job: JobRequest): Promise<SubmitResult> {
-    return this.life.submit(job);
-  }
-
-  find(jobName: string): Promise<JobHandle | undefined> {
-    return this.life.find(jobName);
-  }
-
-  poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
-    return this.life.poll(handles, owned);
-  }
-
-  /** Stops the job on every worker, then deletes the node once worker 0 recorded its end, or after the grace. */
-  cancel(h: JobHandle): Promise<void> {
-    return this.life.cancel(h);
+  constructor(name: string, spec: BackendObject['spec'], ctx: BackendContext, gcloud?: GcloudTpu) {
+    const cloud = new TpuCloud(name, spec, ctx, gcloud ?? new GcloudTpu({ project: spec.gcpTpu!.project }));
+    super(name, cloud, ctx, { checkEveryMs: WORKER_CHECK_MS });
   }
 
   /** Worker `worker`'s output (default 0), from its job dir on the worker while the node is there. */
@@ -115,11 +88,6 @@ export class TpuBackend implements Backend {
     const host = at ? this.cloud.workers(at.node)[k] : undefined;
     if (!host) return;
     yield* host.logs(k === 0 ? h.jobName : `${h.jobName}-w${k}`, opts);
-  }
-
-  async close(): Promise<void> {
-    await this.life.close();
-    this.cloud.close();
   }
 }
 

@@ -17,6 +17,7 @@ import {
   JobState,
   isEnded,
   unobservable,
+  type Backend,
   type BackendContext,
   type JobHandle,
   type JobRequest,
@@ -159,7 +160,7 @@ export interface LifecycleOptions {
 }
 
 export class MachineLifecycle<M, P extends string | number> {
-  readonly book: AttemptBook;
+  private readonly book: AttemptBook;
   private readonly provisioning = new Map<string, Provisioning<P>>();
   /** The polls' lists, by key: what a machine being provisioned waits on. */
   private readonly listings = new Listings<M>();
@@ -417,6 +418,54 @@ export class MachineLifecycle<M, P extends string | number> {
   async close(): Promise<void> {
     this.closed = true;
     await this.book.drain();
+  }
+}
+
+/**
+ * The port face of a machine-per-attempt adapter: submit, find, poll, cancel and close go to the
+ * lifecycle; an adapter adds its type, its logs, and its cloud (which it may read for the logs).
+ */
+export abstract class MachineBackend<
+  M,
+  P extends string | number,
+  C extends MachineCloud<M, P> & { close(): void },
+> implements Backend {
+  abstract readonly type: string;
+  /** It creates what it runs on and deletes what no live attempt owns (the lifecycle's sweep). */
+  readonly sweepsOrphans = true;
+  protected readonly life: MachineLifecycle<M, P>;
+
+  constructor(
+    readonly name: string,
+    protected readonly cloud: C,
+    ctx: BackendContext,
+    opts: LifecycleOptions,
+  ) {
+    this.life = new MachineLifecycle(name, cloud, ctx, opts);
+  }
+
+  submit(job: JobRequest): Promise<SubmitResult> {
+    return this.life.submit(job);
+  }
+
+  find(jobName: string): Promise<JobHandle | undefined> {
+    return this.life.find(jobName);
+  }
+
+  poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
+    return this.life.poll(handles, owned);
+  }
+
+  cancel(h: JobHandle): Promise<void> {
+    return this.life.cancel(h);
+  }
+
+  abstract logs(h: JobHandle, opts?: { follow?: boolean; since?: number }): AsyncIterable<string>;
+
+  /** Stops provisioning, waits for the deletes under way, then closes what the cloud holds. */
+  async close(): Promise<void> {
+    await this.life.close();
+    this.cloud.close();
   }
 }
 

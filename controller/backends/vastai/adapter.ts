@@ -27,7 +27,7 @@ import type { Backend as BackendObject } from '../../spec/schema.js';
 import { RemoteHost } from '../remote/host.js';
 import {
   CANCEL_GRACE_MS,
-  MachineLifecycle,
+  MachineBackend,
   pause,
   type Base,
   type JobSeen,
@@ -36,7 +36,7 @@ import {
   type Standing,
 } from '../remote/machine-lifecycle.js';
 import { sshTargetOf } from '../ssh/transport.js';
-import type { Backend, BackendContext, JobHandle, JobRequest, ObservedJob, SubmitResult } from '../types.js';
+import type { BackendContext, JobHandle, JobRequest, ObservedJob } from '../types.js';
 import {
   OfferTakenError,
   VastActualStatus,
@@ -65,48 +65,17 @@ const STOPPED = new Set<string>([VastActualStatus.Stopped, VastActualStatus.Exit
 /** The label of a job's instance: the backend's prefix, then the job name. */
 export const labelPrefix = (backend: string): string => `adventuretime:${backend}:`;
 
-export class VastBackend implements Backend {
+export class VastBackend extends MachineBackend<VastInstance, number, VastCloud> {
   readonly type = 'vastai' as const;
-  readonly sweepsOrphans = true;
-  private readonly life: MachineLifecycle<VastInstance, number>;
-  private readonly cloud: VastCloud;
 
-  constructor(
-    readonly name: string,
-    spec: BackendObject['spec'],
-    ctx: BackendContext,
-    injected?: VastClient,
-  ) {
-    this.cloud = new VastCloud(name, spec, ctx, injected);
-    this.life = new MachineLifecycle(name, this.cloud, ctx, { checkEveryMs: HOST_CHECK_MS });
-  }
-
-  submit(job: JobRequest): Promise<SubmitResult> {
-    return this.life.submit(job);
-  }
-
-  find(jobName: string): Promise<JobHandle | undefined> {
-    return this.life.find(jobName);
-  }
-
-  poll(handles: readonly JobHandle[], owned: ReadonlySet<string> = new Set()): Promise<ObservedJob[]> {
-    return this.life.poll(handles, owned);
-  }
-
-  /** Stops the job (adv exec records it cancelled), then destroys the instance after the grace. */
-  cancel(h: JobHandle): Promise<void> {
-    return this.life.cancel(h);
+  constructor(name: string, spec: BackendObject['spec'], ctx: BackendContext, injected?: VastClient) {
+    super(name, new VastCloud(name, spec, ctx, injected), ctx, { checkEveryMs: HOST_CHECK_MS });
   }
 
   async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
     const inst = await this.cloud.locate(h.jobName);
     if (!inst || !endpointOf(inst)) return;
     yield* this.cloud.hostOf(inst, h.jobName).logs(h.jobName, opts);
-  }
-
-  async close(): Promise<void> {
-    await this.life.close();
-    this.cloud.close();
   }
 }
 
