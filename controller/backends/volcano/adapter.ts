@@ -26,6 +26,7 @@ import { StallingError } from '../../errors.js';
 import { toolEnv } from '../../internal/child-env.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
 import { dnsLabelOf, labelValue } from '../names.js';
+import { AttemptBook, polledNames } from '../remote/attempt-book.js';
 import { execBundlePath } from '../remote/pack.js';
 import {
   isEnded,
@@ -38,7 +39,7 @@ import {
   type ObservedJob,
   type SubmitResult,
 } from '../types.js';
-import { Kubectl, KubectlError, KubectlFailure, type K8sObject } from './kubectl.js';
+import { Kubectl, KubectlError, KubectlFailure, ListsUnderWay, listsKey, type K8sObject } from './kubectl.js';
 import { FINISHED_PHASES, failedPod, observe, phaseOf } from './observe.js';
 import {
   ATTEMPT_ANNOTATION,
@@ -51,8 +52,7 @@ import {
   runtimeConfigMap,
   unrenderable,
 } from './render.js';
-
-type Settings = NonNullable<BackendObject['spec']['volcano']>;
+import type { VolcanoSettings } from './settings.js';
 
 /** The Volcano Job resource, fully qualified: `jobs` alone is batch/v1's. */
 export const VCJOB = 'jobs.batch.volcano.sh';
@@ -66,20 +66,17 @@ export class VolcanoBackend implements Backend {
   readonly type = 'volcano' as const;
   readonly sweepsOrphans = true;
   private readonly kubectl: Kubectl;
-  private readonly s: Settings;
+  private readonly s: VolcanoSettings;
   private readonly ns: string;
   /** This backend's value of BACKEND_LABEL. */
   private readonly label: string;
   private readonly logger: Logger;
-  /** Attempts that ended here, so a poll after the Job's deletion still says how. */
-  private readonly ended = new Map<string, ObservedJob>();
-  private readonly cancelled = new Set<string>();
+  /** How attempts ended here, which were cancelled, and the deletions under way. */
+  private readonly book: AttemptBook;
   /** Code payloads known to be in the store. */
   private readonly uploaded = new Set<string>();
   /** The runtime ConfigMap's name, once it is known to exist in the namespace. */
   private runtime?: Promise<string>;
-  /** Deletions under way: `close` waits for them to be asked. */
-  private readonly deleting = new Set<Promise<void>>();
 
   constructor(
     readonly name: string,
@@ -91,13 +88,24 @@ export class VolcanoBackend implements Backend {
     this.ns = this.s.namespace;
     this.label = labelValue(name);
     this.logger = ctx.logger;
-    this.kubectl =
-      kubectl ??
-      new Kubectl({
-        ...(this.s.kubeconfig ? { kubeconfig: this.s.kubeconfig } : {}),
-        ...(this.s.context ? { context: this.s.context } : {}),
-        env: toolEnv('kubectl', ctx.hostEnv),
-      });
+    this.book = new AttemptBook(ctx.logger);
+    this.kubectl = kubectl ?? this.client();
+  }
+
+  /**
+   * The Backend's kubectl. Its lists under way are shared with every client of its environment
+   * (Backends in one namespace polled in one pass make one call): per controller, through
+   * `ctx.shared`; an embedding without it shares nothing.
+   */
+  private client(): Kubectl {
+    const env = toolEnv('kubectl', this.ctx.hostEnv);
+    const lists = this.ctx.shared?.(listsKey(env), () => new ListsUnderWay());
+    return new Kubectl({
+      ...(this.s.kubeconfig ? { kubeconfig: this.s.kubeconfig } : {}),
+      ...(this.s.context ? { context: this.s.context } : {}),
+      env,
+      ...(lists ? { lists } : {}),
+    });
   }
 
   async submit(job: JobRequest): Promise<SubmitResult> {
@@ -213,7 +221,7 @@ export class VolcanoBackend implements Backend {
     }
     const out = await Promise.all(
       handles.map(async (h) => {
-        const done = this.ended.get(h.jobName);
+        const done = this.book.endedAs(h.jobName);
         if (done) return done;
         const name = vcNameOf(h.jobName);
         const job = jobs.get(name);
@@ -230,7 +238,7 @@ export class VolcanoBackend implements Backend {
           queue: this.s.queue ?? 'default',
           job,
           pods: mine,
-          cancelled: this.cancelled.has(name),
+          cancelled: this.book.wasCancelled(h.jobName),
           ...(finished ? await this.exitRecord(h.jobName, job) : {}),
         });
         if (o.reason === 'PodFailed') await this.withLastOutput(o, failedPod(mine)?.name);
@@ -238,8 +246,9 @@ export class VolcanoBackend implements Backend {
         return o;
       }),
     );
-    this.forgetUnpolled(handles);
-    this.sweep(handles, owned, jobs, secrets);
+    const polled = polledNames(handles);
+    this.book.forgetUnpolled(polled);
+    this.sweep([...polled, ...owned], jobs, secrets);
     return out;
   }
 
@@ -272,53 +281,37 @@ export class VolcanoBackend implements Backend {
 
   /** Records how the attempt ended and deletes its Job and Secret (in the background). */
   private end(jobName: string, o: ObservedJob): void {
-    this.ended.set(jobName, o);
+    this.book.recordEnd(jobName, o);
     this.remove(vcNameOf(jobName), `ended ${o.state}`);
   }
 
   private remove(name: string, why: string): void {
     const asked = this.kubectl
       .delete(this.ns, [`${VCJOB}/${name}`, `secret/${name}`])
-      .then(() => this.logger.info({ vcjob: name, namespace: this.ns, why }, 'deleted Volcano Job'))
-      .catch((e: unknown) =>
-        this.logger.warn(
-          { vcjob: name, err: (e as Error).message },
-          'cannot delete Volcano Job; the next poll retries',
-        ),
-      )
-      .finally(() => this.deleting.delete(asked));
-    this.deleting.add(asked);
+      .then(() => this.logger.info({ vcjob: name, namespace: this.ns, why }, 'deleted Volcano Job'));
+    void this.book.track(asked, 'cannot delete Volcano Job; the next poll retries', { vcjob: name });
   }
 
-  private forgetUnpolled(handles: readonly JobHandle[]): void {
-    const polled = new Set(handles.map((h) => h.jobName));
-    for (const jobName of this.ended.keys()) if (!polled.has(jobName)) this.ended.delete(jobName);
-    const names = new Set([...polled].map(vcNameOf));
-    for (const n of this.cancelled) if (!names.has(n)) this.cancelled.delete(n);
-  }
-
-  /** Managed Jobs and Secrets that no live attempt owns are deleted (a Secret waits for its Job's create). */
-  private sweep(
-    handles: readonly JobHandle[],
-    live: ReadonlySet<string>,
-    jobs: Map<string, K8sObject>,
-    secrets: readonly string[],
-  ): void {
-    const owned = new Set([...handles.map((h) => h.jobName), ...live].map(vcNameOf));
-    for (const [name, job] of jobs) {
-      if (owned.has(name) || job.metadata.deletionTimestamp) continue;
+  /**
+   * Managed Jobs and Secrets that no live attempt (`owners`: job names) owns are deleted; a Secret
+   * waits for its Job's create.
+   */
+  private sweep(owners: readonly string[], jobs: Map<string, K8sObject>, secrets: readonly string[]): void {
+    const going = (job: K8sObject) => Boolean(job.metadata.deletionTimestamp);
+    for (const [name, job] of this.book.orphans(jobs, owners, vcNameOf, going)) {
       this.logger.warn(
         { vcjob: name, job: job.metadata.annotations?.[JOB_ANNOTATION], phase: phaseOf(job) },
         'deleting a Volcano Job no live attempt owns',
       );
       this.remove(name, 'orphan');
     }
-    for (const name of secrets) if (!owned.has(name) && !jobs.has(name)) this.remove(name, 'orphaned Secret');
+    const bare = secrets.filter((name) => !jobs.has(name)).map((name) => [name, name] as const);
+    for (const [name] of this.book.orphans(bare, owners, vcNameOf)) this.remove(name, 'orphaned Secret');
   }
 
   async cancel(h: JobHandle): Promise<void> {
     const name = vcNameOf(h.jobName);
-    this.cancelled.add(name);
+    this.book.markCancelled(h.jobName);
     await this.kubectl.delete(this.ns, [`${VCJOB}/${name}`, `secret/${name}`]);
     this.logger.info({ vcjob: name, namespace: this.ns }, 'cancelled: deleted Volcano Job');
   }
@@ -355,7 +348,7 @@ export class VolcanoBackend implements Backend {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.deleting);
+    await this.book.drain();
   }
 }
 

@@ -6,8 +6,10 @@ import {
   Kubectl,
   KubectlError,
   KubectlFailure,
+  ListsUnderWay,
   classifyKubectl,
   errorText,
+  listsKey,
   parseServerErrors,
   type KubectlRunner,
 } from './kubectl.js';
@@ -181,7 +183,7 @@ describe('Kubectl', () => {
     await k.list('ml', ['pods'], 'x');
     expect(calls).toHaveLength(3);
   });
-  it('clients of one environment share a list under way: one kubectl process', async () => {
+  it('clients given the lists under way of one environment share a list under way: one kubectl process', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'adv-kubectl-'));
     try {
       const exe = join(dir, 'kubectl');
@@ -189,9 +191,13 @@ describe('Kubectl', () => {
       await writeFile(exe, `#!/bin/sh\necho "$*" >> "$COUNT"\necho '{"items":[]}'\n`);
       await chmod(exe, 0o755);
       const env = { ...process.env, COUNT: count };
-      const one = new Kubectl({ executable: exe, env });
-      const two = new Kubectl({ executable: exe, env });
-      const other = new Kubectl({ executable: exe, env, context: 'other-cluster' });
+      // What `BackendContext.shared` hands every client of this environment (same contents, same key).
+      const lists = new ListsUnderWay();
+      expect(listsKey({ ...env })).toBe(listsKey(env));
+      expect(listsKey({ ...env, COUNT: 'elsewhere' })).not.toBe(listsKey(env));
+      const one = new Kubectl({ executable: exe, env, lists });
+      const two = new Kubectl({ executable: exe, env, lists });
+      const other = new Kubectl({ executable: exe, env, lists, context: 'other-cluster' });
       await Promise.all([
         one.list('ml', ['pods'], 'l'),
         two.list('ml', ['pods'], 'l'),
@@ -200,6 +206,9 @@ describe('Kubectl', () => {
       const lines = (await readFile(count, 'utf8')).trim().split('\n');
       expect(lines).toHaveLength(2);
       expect(lines.filter((l) => l.includes('--context other-cluster'))).toHaveLength(1);
+      // Clients given no shared lists (no `BackendContext.shared`) each make their own call.
+      await Promise.all([1, 2].map(() => new Kubectl({ executable: exe, env }).list('ml', ['pods'], 'l')));
+      expect((await readFile(count, 'utf8')).trim().split('\n')).toHaveLength(4);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

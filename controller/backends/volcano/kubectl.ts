@@ -22,6 +22,7 @@
  * bearer token over TLS only, and caches discovery under `~/.kube/cache` (`KUBECACHEDIR`).
  */
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { AdvError, ErrorCode } from '../../errors.js';
 import { toolEnv } from '../../internal/child-env.js';
 
@@ -212,6 +213,11 @@ export interface KubectlOptions {
    */
   env?: NodeJS.ProcessEnv;
   timeoutMs?: number;
+  /**
+   * The lists under way this client shares with the other clients of its environment (one
+   * `ListsUnderWay` per environment, from `BackendContext.shared`: see `listsKey`). Default: its own.
+   */
+  lists?: ListsUnderWay;
 }
 
 /** What `create` made (`kind.group/name`, as `-o name` prints it) and what existed already. */
@@ -220,25 +226,29 @@ export interface CreateResult {
   existing: { resource: string; name: string }[];
 }
 
-/** Lists under way, by the environment kubectl runs in, then by executable and argv. */
-const listsUnderWay = new Map<string, Map<string, Promise<K8sObject[]>>>();
+/** Lists under way, by executable and argv: each lives only while under way. */
+export class ListsUnderWay {
+  readonly byArgs = new Map<string, Promise<K8sObject[]>>();
+
+  /** With the controller: a list still under way is forgotten (its callers keep their answer). */
+  close(): void {
+    this.byArgs.clear();
+  }
+}
 
 /**
- * The lists under way every kubectl client of this environment shares (keyed by its contents:
- * each client builds its own copy of the environment): one entry per distinct environment, whose
- * lists live only while under way.
+ * The `BackendContext.shared` key of the lists under way that kubectl clients of environment `env`
+ * share: by its contents, as each client builds its own copy of the environment.
  */
-function sharedLists(env: NodeJS.ProcessEnv): Map<string, Promise<K8sObject[]>> {
-  const key = JSON.stringify(Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  let lists = listsUnderWay.get(key);
-  if (!lists) listsUnderWay.set(key, (lists = new Map()));
-  return lists;
+export function listsKey(env: NodeJS.ProcessEnv): string {
+  const entries = Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `volcano/kubectl-lists/${createHash('sha256').update(JSON.stringify(entries)).digest('hex')}`;
 }
 
 export class Kubectl {
   private readonly run: KubectlRunner;
   private readonly timeoutMs: number;
-  /** Lists under way that a caller asking the same shares (a client's own with an injected runner). */
+  /** Lists under way that a caller asking the same shares (see `KubectlOptions.lists`). */
   private readonly lists: Map<string, Promise<K8sObject[]>>;
   private readonly env: NodeJS.ProcessEnv;
 
@@ -246,7 +256,7 @@ export class Kubectl {
     this.run = opts.run ?? execKubectl(opts.executable);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
     this.env = opts.env ?? toolEnv('kubectl');
-    this.lists = opts.run ? new Map() : sharedLists(this.env);
+    this.lists = opts.lists?.byArgs ?? new Map();
   }
 
   /** The flags every call starts with. */

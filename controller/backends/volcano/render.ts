@@ -20,13 +20,13 @@
  * - Secrets (the run's, the store's credentials) go in a Secret of the job's name, read with
  *   `envFrom`: never in the Job's spec, which anyone who may list jobs can read.
  */
-import type { Backend as BackendObject } from '../../spec/schema.js';
 import { attemptSubdir, CheckpointMode, launchMode, stopSignalOf } from '../checkpoint-mode.js';
 import { labelValue } from '../names.js';
 import { setupVariables } from '../job-env.js';
 import type { BackendTraits, JobRequest } from '../types.js';
+import type { VolcanoSettings } from './settings.js';
 
-type Settings = NonNullable<BackendObject['spec']['volcano']>;
+type Settings = VolcanoSettings;
 
 export const BACKEND_LABEL = 'adventuretime.dev/backend';
 export const RUN_LABEL = 'adventuretime.dev/run';
