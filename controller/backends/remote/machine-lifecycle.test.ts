@@ -244,6 +244,47 @@ describe('MachineLifecycle', () => {
     expect(cloud.deleted).toEqual([]);
   });
 
+  it('after a restart, a machine that stopped under its job is preempted, not adopted', async () => {
+    const cloud = new TinyCloud();
+    const job = request('adv-r-1');
+    cloud.machines.set(job.jobName, { key: job.jobName, id: 7, state: 'preempted' });
+    const { life, logged } = lifecycle(cloud, [job]);
+    const h = { backend: 'tiny', jobName: job.jobName, jobId: '7' };
+    const [o] = await life.poll([h], new Set([h.jobName]));
+    expect(o).toMatchObject({ state: JobState.Preempted, reason: 'Reclaimed' });
+    expect(logged('adopting a box')).toBe(0);
+  });
+
+  it('a usable machine the job was never launched on: launched when the request is live, else NeverLaunched', async () => {
+    const cloud = new TinyCloud();
+    const live = request('adv-n-1');
+    for (const [name, id] of [
+      ['adv-n-1', 3],
+      ['adv-n-2', 4],
+    ] as const)
+      cloud.machines.set(name, { key: name, id, state: 'usable' });
+    const { life } = lifecycle(cloud, [live]);
+    const handles = [
+      { backend: 'tiny', jobName: 'adv-n-1', jobId: '3' },
+      { backend: 'tiny', jobName: 'adv-n-2', jobId: '4' },
+    ];
+    const [adopted, never] = await life.poll(handles, new Set(handles.map((h) => h.jobName)));
+    expect(adopted).toMatchObject({ state: JobState.Pending, reason: 'Provisioning' });
+    expect(never).toMatchObject({
+      state: JobState.Lost,
+      reason: 'NeverLaunched',
+      message: 'never started on the box',
+    });
+    await pollUntil(
+      life,
+      handles.slice(0, 1),
+      'the adopted job running',
+      ([o]) => o!.state === JobState.Running,
+    );
+    await waitFor(() => cloud.deleted.includes(4), { what: 'the never-launched machine deleted' });
+    expect(cloud.deleted).toEqual([4]);
+  });
+
   it('a machine no live attempt owns is swept; one owned, being provisioned or already going is not', async () => {
     const cloud = new TinyCloud();
     const { life, logged } = lifecycle(cloud);
