@@ -45,7 +45,6 @@ import {
 } from '../types.js';
 import { GcloudTpu, TpuCapacityError, TpuQuotaError, tpuNodeName, type TpuNode } from './gcloud.js';
 import {
-  DEFAULT_COORDINATOR_PORT,
   MANAGED_BY_LABEL,
   labelValue,
   nodeLabels,
@@ -53,7 +52,13 @@ import {
   workerCheckpointEnv,
   workerJob,
 } from './names.js';
-import { DEFAULT_READY_TIMEOUT_SEC, DEFAULT_RUNTIME_VERSION, zonesOf, type TpuSettings } from './settings.js';
+import {
+  DEFAULT_COORDINATOR_PORT,
+  DEFAULT_READY_TIMEOUT_SEC,
+  DEFAULT_RUNTIME_VERSION,
+  zonesOf,
+  type TpuSettings,
+} from './settings.js';
 
 /** A listed node and the zone it is in (a node's place is its zone). */
 interface ZonedNode {

@@ -16,9 +16,6 @@ export const MANAGED_BY_LABEL = 'adventuretime-backend';
 export const RUN_LABEL = 'adventuretime-run';
 export const ATTEMPT_LABEL = 'adventuretime-attempt';
 
-/** The JAX coordinator's default port on worker 0. */
-export const DEFAULT_COORDINATOR_PORT = 8476;
-
 /**
  * A node name for a job name (GCP's rule: a lowercase RFC 1035 label of at most 63 characters):
  * see `dnsLabelOf`.

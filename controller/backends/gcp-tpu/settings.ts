@@ -67,6 +67,8 @@ export type TpuSettings = Static<typeof gcpTpuSettings.schema>;
 export const DEFAULT_READY_TIMEOUT_SEC = 900;
 /** The TPU VM runtime when `runtimeVersion` is not set. */
 export const DEFAULT_RUNTIME_VERSION = 'tpu-ubuntu2204-base';
+/** The JAX coordinator's port on worker 0 when `coordinatorPort` is not set. */
+export const DEFAULT_COORDINATOR_PORT = 8476;
 
 /** The zones to try, in order: `zone`, then `zones`, each once. */
 export const zonesOf = (s: TpuSettings): string[] =>

@@ -44,7 +44,6 @@ import { FINISHED_PHASES, failedPod, observe, phaseOf } from './observe.js';
 import {
   ATTEMPT_ANNOTATION,
   BACKEND_LABEL,
-  DEFAULT_GPU_RESOURCE,
   JOB_ANNOTATION,
   RUN_ANNOTATION,
   podName,
@@ -52,7 +51,7 @@ import {
   runtimeConfigMap,
   unrenderable,
 } from './render.js';
-import type { VolcanoSettings } from './settings.js';
+import { DEFAULT_GPU_RESOURCE, type VolcanoSettings } from './settings.js';
 
 /** The Volcano Job resource, fully qualified: `jobs` alone is batch/v1's. */
 export const VCJOB = 'jobs.batch.volcano.sh';

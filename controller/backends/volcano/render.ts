@@ -24,7 +24,14 @@ import { attemptSubdir, CheckpointMode, launchMode, stopSignalOf } from '../chec
 import { labelValue } from '../names.js';
 import { setupVariables } from '../job-env.js';
 import type { BackendTraits, JobRequest } from '../types.js';
-import type { VolcanoSettings } from './settings.js';
+import {
+  DEFAULT_COORDINATOR_PORT,
+  DEFAULT_GPU_RESOURCE,
+  DEFAULT_GRACE_SEC,
+  DEFAULT_SHM,
+  DEFAULT_TTL_SEC,
+  type VolcanoSettings,
+} from './settings.js';
 
 type Settings = VolcanoSettings;
 
@@ -39,11 +46,6 @@ export const JOB_ANNOTATION = 'adventuretime.dev/job';
 export const RUNTIME_LABEL = 'adventuretime.dev/runtime';
 
 export const TASK = 'worker';
-export const DEFAULT_GPU_RESOURCE = 'nvidia.com/gpu';
-export const DEFAULT_SHM = '8Gi';
-export const DEFAULT_TTL_SEC = 600;
-export const DEFAULT_COORDINATOR_PORT = 8476;
-export const DEFAULT_GRACE_SEC = 30;
 /** Where the runtime ConfigMap is mounted, and the job dir (an emptyDir) in the pod. */
 export const RUNTIME_DIR = '/opt/adventuretime';
 export const BUNDLE_FILE = 'adv-exec.mjs';

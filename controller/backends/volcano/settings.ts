@@ -155,3 +155,14 @@ export const volcanoSettings = {
 
 /** The `volcano:` block as the adapter and the renderer get it. */
 export type VolcanoSettings = Static<typeof volcanoSettings.schema>;
+
+/** The GPU extended resource when `gpuResourceName` is not set. */
+export const DEFAULT_GPU_RESOURCE = 'nvidia.com/gpu';
+/** `/dev/shm` when `shmSize` is not set. */
+export const DEFAULT_SHM = '8Gi';
+/** `ttlSecondsAfterFinished` when not set. */
+export const DEFAULT_TTL_SEC = 600;
+/** The JAX coordinator's port on the first pod when `coordinatorPort` is not set. */
+export const DEFAULT_COORDINATOR_PORT = 8476;
+/** Seconds after SIGTERM when `graceSec` is not set. */
+export const DEFAULT_GRACE_SEC = 30;
