@@ -41,6 +41,26 @@ export default tseslint.config(
       ],
     },
   },
+  // The worker side never depends on the control plane: adv exec and adv agent run on hosts that
+  // carry no controller, and what both sides need lives in runtime/ (the arrow is controller → runtime).
+  {
+    files: ['runtime/**/*.ts'],
+    ignores: ['runtime/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/controller/**'],
+              message: 'runtime/ never imports controller/: move what both need into runtime/.',
+            },
+            { group: ['**/cli/**'], message: 'runtime/ never imports cli/.' },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['controller/index.ts'],
     rules: {
