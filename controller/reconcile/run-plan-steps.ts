@@ -21,7 +21,7 @@ import {
   type RunStatus,
   type RunStatusDoc,
 } from '../status/types.js';
-import { EndClass } from './classify.js';
+import { EndClass } from '../status/types.js';
 import { WORKER_HEARTBEAT_MISSING, workerConditions } from './run-plan-workers.js';
 import {
   applyHeartbeat,
