@@ -11,9 +11,7 @@ import {
   graphOf,
   runCost,
   type Attempt,
-  type Condition,
   type DagStatusDoc,
-  type OwnerStatusCore,
   type RunStatusDoc,
   type StatusDoc,
 } from '../../controller/index.js';
@@ -24,6 +22,7 @@ import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
 import { describeNotifications, NOTIFY_KINDS } from './notifications.js';
 import { describeSweep } from './sweep.js';
+import { conditionsSection, history, ownerHeader } from '../describe-sections.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -185,41 +184,6 @@ function duration(s: number): string {
   return `${(s / 3600).toFixed(1)}h`;
 }
 
-/** The object's lines from `git log` of its status file: what changed, when, in which commit. */
-export async function history(
-  r: StatusReader,
-  kind: 'run' | 'dag' | 'sweep',
-  name: string,
-): Promise<string[]> {
-  const file = `${kind}s/${name}.yaml`;
-  const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
-  const out = ['', safe`History (git log ${r.repo.statusBranch} -- ${file}):`];
-  for (const c of commits.reverse()) {
-    const subject = c.message.split('\n')[0]!;
-    const line = subject.startsWith(`${kind}/${name}:`)
-      ? subject
-      : (c.message
-          .split('\n')
-          .find((l) => l.startsWith(`- ${kind}/${name}:`))
-          ?.slice(2) ?? subject);
-    out.push(safe`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
-  }
-  return out;
-}
-
-/** The first lines of `adv describe dag|sweep`: name, phase, message, the spec acted on. */
-export function ownerHeader(name: string, st: OwnerStatusCore): string[] {
-  const out = [
-    safe`Name:         ${name}`,
-    safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`,
-  ];
-  if (st.message) out.push(safe`Message:      ${st.message}`);
-  out.push(
-    safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
-  );
-  return out;
-}
-
 /** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
 async function describeDag(r: StatusReader, name: string): Promise<string> {
   const doc = statusOf<DagStatusDoc>(r, 'DAG', name);
@@ -278,18 +242,4 @@ function lineage(r: StatusReader, name: string, st: RunStatusDoc['status']): str
     .map((d) => `${d.metadata.name} (step ${d.status.forkedFrom!.step})`);
   if (forks.length) out.push(safe`Forks:        ${forks.join(', ')}`);
   return out;
-}
-
-/** The `Conditions:` section, kubectl describe style. */
-export function conditionsSection(conditions: readonly Condition[]): string[] {
-  return [
-    '',
-    'Conditions:',
-    conditions.length
-      ? renderTable(
-          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-          conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
-        ).trimEnd()
-      : '  (none)',
-  ];
 }

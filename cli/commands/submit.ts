@@ -70,7 +70,10 @@ function collectEnv(arg: string, prev: Record<string, string> = {}): Record<stri
 }
 
 /** `adv submit -- CMD…`: the Run as a spec file committed to the specs repo, the code pinned to a commit. */
-export function registerSubmit(program: Command, io: Io): void {
+/** The whole CLI, to run `adv plan` with (program.ts passes its `runCli`: it imports this file). */
+export type RunCli = (argv: readonly string[], io: Io) => Promise<number>;
+
+export function registerSubmit(program: Command, io: Io, runCli: RunCli): void {
   program
     .command('submit')
     .description(
@@ -120,7 +123,7 @@ Examples:
           hint: 'a run under review starts when its branch is merged: follow it then with adv logs NAME -f',
         });
       if (opts.name !== undefined) checkName(opts.name, 'run', true);
-      const submitted = await submit(command, opts, io);
+      const submitted = await submit(command, opts, io, runCli);
       if (!opts.follow) return;
       const code = await followRun(io, submitted, {
         branch: opts.branch,
@@ -134,7 +137,7 @@ Examples:
 }
 
 /** Snapshots the code, commits the spec (and pushes), prints what was done; returns the run name. */
-async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<string> {
+async function submit(command: string[], opts: SubmitOpts, io: Io, runCli: RunCli): Promise<string> {
   const snap = await snapshotWorkTree(io.cwd);
   const base = opts.file
     ? { file: opts.file, text: await readFile(resolve(io.cwd, opts.file), 'utf8') }
@@ -239,14 +242,18 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
     }
     printSubmitted(io, { name, rel, snap, opts, commit: made.commit });
     if (opts.review)
-      await printPlan(io, {
-        dir: wt.dir,
-        head: local ? target : made.commit,
-        branch: opts.branch,
-        local,
-        name,
-        ...(token ? { token } : {}),
-      });
+      await printPlan(
+        io,
+        {
+          dir: wt.dir,
+          head: local ? target : made.commit,
+          branch: opts.branch,
+          local,
+          name,
+          ...(token ? { token } : {}),
+        },
+        runCli,
+      );
     return name;
   } finally {
     await wt.close();
@@ -399,6 +406,7 @@ function printSubmitted(
 async function printPlan(
   io: Io,
   at: { dir: string; head: string; branch: string; local: boolean; name: string; token?: string },
+  runCli: RunCli,
 ): Promise<void> {
   let base = at.branch;
   if (!at.local) {
@@ -422,7 +430,5 @@ async function printPlan(
       );
     base = `refs/heads/${at.branch}`;
   }
-  // Imported here: program.ts imports this file.
-  const { runCli } = await import('../program.js');
   await runCli(['plan', '--repo', at.dir, '--base', base, '--head', at.head, '--branch', at.branch], io);
 }
