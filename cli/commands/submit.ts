@@ -152,26 +152,10 @@ async function submit(command: string[], opts: SubmitOpts, io: Io, runCli: RunCl
   try {
     const local = !isRemoteUrl(specsArg);
     const onBranch = local && (await checkedOut(wt.dir)) === `refs/heads/${opts.branch}`;
-    let parent = await wt.branchHead();
+    const parent = await wt.branchHead();
     const name = await pickName(wt, parent, command, opts, base, onBranch);
     const rel = `runs/${name}.yaml`;
-    const hasSchemas =
-      (await runGit(['cat-file', '-e', `${parent}:schemas/run.schema.json`], { cwd: wt.dir })).code === 0;
-    const text = submitSpecText({
-      name,
-      command,
-      ...(base ? { base } : {}),
-      ...(opts.on ? { backend: opts.on } : {}),
-      ...(opts.gpus !== undefined ? { gpus: opts.gpus } : {}),
-      env: opts.env,
-      sets: opts.set,
-      code: { ref: snap.commit, ...(home.repo ? { repo: home.repo } : {}) },
-      workingDir: snap.prefix,
-      header: [
-        ...(hasSchemas ? ['yaml-language-server: $schema=../schemas/run.schema.json'] : []),
-        ...headerLines(snap, name),
-      ],
-    });
+    const text = await specTextFor(wt.dir, parent, { name, command, opts, base, snap, home });
     const message = `adv submit: run/${name} (code ${snap.commit.slice(0, 10)}${snap.dirty ? ', a snapshot of uncommitted changes' : ''})`;
     let made = await wt.commitOnto(rel, text, message, parent);
     await validate(wt, made.commit, rel, io);
@@ -182,64 +166,22 @@ async function submit(command: string[], opts: SubmitOpts, io: Io, runCli: RunCl
     if (home.push) await pushSnapshot(snap, name, home.push);
 
     const target = opts.review ? `refs/heads/adv/submit/${name}` : `refs/heads/${opts.branch}`;
-    if (local) {
-      const cas = await runGit(
-        ['update-ref', '-m', message, target, made.commit, opts.review ? ZERO : parent],
-        {
-          cwd: wt.dir,
-        },
-      );
-      if (cas.code !== 0)
-        throw new AdvError(
-          ErrorCode.GitError,
-          opts.review
-            ? `branch adv/submit/${name} already exists in ${specsArg}; nothing was committed`
-            : `${opts.branch} moved while run/${name} was being committed; nothing was committed`,
-          { hint: opts.review ? 'pick another --name' : 'run the command again' },
-        );
-      // The watched branch is the one checked out: its index and work tree get the new file, as
-      // after a commit of it (nothing else of theirs changes); see docs/loop-submit.md.
-      if (onBranch && !opts.review) {
-        await git(['update-index', '--add', '--cacheinfo', `${made.mode},${made.blob},${rel}`], {
-          cwd: wt.dir,
-        });
-        await wt.write(rel, text);
-      }
-    } else {
-      for (let attempt = 1; ; attempt++) {
-        const code = home.together ? [`+${snap.commit}:${snapshotRef(name)}`] : [];
-        const r = await runGit(
-          ['push', '--quiet', '--atomic', 'origin', `${made.commit}:${target}`, ...code],
-          {
-            cwd: wt.dir,
-            env: credentialEnv(token),
-          },
-        );
-        if (r.code === 0) break;
-        if (opts.review || attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(r.stderr))
-          throw new AdvError(ErrorCode.GitError, `push to ${specsArg} failed: ${r.stderr.trim()}`, {
-            hint: opts.review
-              ? 'pick another --name, or check the token'
-              : 'check that the token may push to the branch',
-          });
-        // Someone pushed first: the same file on top of theirs.
-        await git(
-          [
-            'fetch',
-            '--quiet',
-            '--update-head-ok',
-            'origin',
-            `+refs/heads/${opts.branch}:refs/heads/${opts.branch}`,
-          ],
-          {
-            cwd: wt.dir,
-            env: credentialEnv(token),
-          },
-        );
-        parent = await wt.branchHead();
-        made = await wt.commitOnto(rel, text, message, parent);
-      }
-    }
+    if (local)
+      await landLocally(wt, { target, parent, made, message, rel, text, name, opts, onBranch, specsArg });
+    else
+      made = await pushSpec(wt, {
+        target,
+        made,
+        message,
+        rel,
+        text,
+        name,
+        opts,
+        snap,
+        home,
+        token,
+        specsArg,
+      });
     printSubmitted(io, { name, rel, snap, opts, commit: made.commit });
     if (opts.review)
       await printPlan(
@@ -257,6 +199,132 @@ async function submit(command: string[], opts: SubmitOpts, io: Io, runCli: RunCl
     return name;
   } finally {
     await wt.close();
+  }
+}
+
+type Made = Awaited<ReturnType<SpecsWorkTree['commitOnto']>>;
+
+/** The Run's YAML: the base spec (or a new one) with the command, the code snapshot and the flags. */
+async function specTextFor(
+  dir: string,
+  parent: string,
+  s: {
+    name: string;
+    command: string[];
+    opts: SubmitOpts;
+    base: { file: string; text: string } | undefined;
+    snap: CodeSnapshot;
+    home: CodeHome;
+  },
+): Promise<string> {
+  const { name, opts, snap } = s;
+  const hasSchemas =
+    (await runGit(['cat-file', '-e', `${parent}:schemas/run.schema.json`], { cwd: dir })).code === 0;
+  return submitSpecText({
+    name,
+    command: s.command,
+    ...(s.base ? { base: s.base } : {}),
+    ...(opts.on ? { backend: opts.on } : {}),
+    ...(opts.gpus !== undefined ? { gpus: opts.gpus } : {}),
+    env: opts.env,
+    sets: opts.set,
+    code: { ref: snap.commit, ...(s.home.repo ? { repo: s.home.repo } : {}) },
+    workingDir: snap.prefix,
+    header: [
+      ...(hasSchemas ? ['yaml-language-server: $schema=../schemas/run.schema.json'] : []),
+      ...headerLines(snap, name),
+    ],
+  });
+}
+
+/** A local specs repo: moves the branch (compare-and-swap) and, when it is checked out, its index and file. */
+async function landLocally(
+  wt: SpecsWorkTree,
+  s: {
+    target: string;
+    parent: string;
+    made: Made;
+    message: string;
+    rel: string;
+    text: string;
+    name: string;
+    opts: SubmitOpts;
+    onBranch: boolean;
+    specsArg: string;
+  },
+): Promise<void> {
+  const { opts, name, made, rel } = s;
+  const cas = await runGit(
+    ['update-ref', '-m', s.message, s.target, made.commit, opts.review ? ZERO : s.parent],
+    {
+      cwd: wt.dir,
+    },
+  );
+  if (cas.code !== 0)
+    throw new AdvError(
+      ErrorCode.GitError,
+      opts.review
+        ? `branch adv/submit/${name} already exists in ${s.specsArg}; nothing was committed`
+        : `${opts.branch} moved while run/${name} was being committed; nothing was committed`,
+      { hint: opts.review ? 'pick another --name' : 'run the command again' },
+    );
+  // The watched branch is the one checked out: its index and work tree get the new file, as
+  // after a commit of it (nothing else of theirs changes); see docs/loop-submit.md.
+  if (s.onBranch && !opts.review) {
+    await git(['update-index', '--add', '--cacheinfo', `${made.mode},${made.blob},${rel}`], {
+      cwd: wt.dir,
+    });
+    await wt.write(rel, s.text);
+  }
+}
+
+/** A specs repo URL: pushes the commit (with the code snapshot when they share it), again on top of others'. */
+async function pushSpec(
+  wt: SpecsWorkTree,
+  s: {
+    target: string;
+    made: Made;
+    message: string;
+    rel: string;
+    text: string;
+    name: string;
+    opts: SubmitOpts;
+    snap: CodeSnapshot;
+    home: CodeHome;
+    token: string | undefined;
+    specsArg: string;
+  },
+): Promise<Made> {
+  const { opts } = s;
+  let made = s.made;
+  for (let attempt = 1; ; attempt++) {
+    const code = s.home.together ? [`+${s.snap.commit}:${snapshotRef(s.name)}`] : [];
+    const r = await runGit(['push', '--quiet', '--atomic', 'origin', `${made.commit}:${s.target}`, ...code], {
+      cwd: wt.dir,
+      env: credentialEnv(s.token),
+    });
+    if (r.code === 0) return made;
+    if (opts.review || attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(r.stderr))
+      throw new AdvError(ErrorCode.GitError, `push to ${s.specsArg} failed: ${r.stderr.trim()}`, {
+        hint: opts.review
+          ? 'pick another --name, or check the token'
+          : 'check that the token may push to the branch',
+      });
+    // Someone pushed first: the same file on top of theirs.
+    await git(
+      [
+        'fetch',
+        '--quiet',
+        '--update-head-ok',
+        'origin',
+        `+refs/heads/${opts.branch}:refs/heads/${opts.branch}`,
+      ],
+      {
+        cwd: wt.dir,
+        env: credentialEnv(s.token),
+      },
+    );
+    made = await wt.commitOnto(s.rel, s.text, s.message, await wt.branchHead());
   }
 }
 
