@@ -78,11 +78,30 @@ export default tseslint.config(
   // Small pieces (docs/architecture.md): the pass reads top to bottom in one short file, and no
   // function of the controller grows past what a reader holds in mind at once.
   {
-    files: ['controller/**/*.ts'],
-    ignores: ['controller/**/*.test.ts'],
+    files: ['controller/**/*.ts', 'runtime/**/*.ts', 'cli/**/*.ts'],
+    ignores: ['**/*.test.ts'],
     rules: {
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
     },
+  },
+  // No room too big to read: every production source file stays under 600 lines. Tests and
+  // test/helpers are not production; no .ts file is generated (crds/*.json and docs/spec-reference.md
+  // are, from controller/spec/schema.ts).
+  {
+    files: ['controller/**/*.ts', 'runtime/**/*.ts', 'cli/**/*.ts'],
+    ignores: [
+      '**/*.test.ts',
+      // Not split yet, each named so that it cannot grow unseen: spec/schema.ts is the one schema
+      // source every part adds its fields to (split once the open branches are merged);
+      // vastai/client.ts is split by the lifecycle work of issue 32 (drop this line with it).
+      'controller/spec/schema.ts',
+      'controller/backends/vastai/client.ts',
+    ],
+    rules: { 'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }] },
+  },
+  {
+    files: ['controller/spec/schema.ts'],
+    rules: { 'max-lines': ['error', { max: 1160, skipBlankLines: false, skipComments: false }] },
   },
   {
     files: ['controller/controller.ts'],
