@@ -237,21 +237,22 @@ async function specTextFor(
   });
 }
 
+/** The committed spec on its way to its branch: where to, the commit, and what it holds. */
+interface Landing {
+  target: string;
+  made: Made;
+  message: string;
+  rel: string;
+  text: string;
+  name: string;
+  opts: SubmitOpts;
+  specsArg: string;
+}
+
 /** A local specs repo: moves the branch (compare-and-swap) and, when it is checked out, its index and file. */
 async function landLocally(
   wt: SpecsWorkTree,
-  s: {
-    target: string;
-    parent: string;
-    made: Made;
-    message: string;
-    rel: string;
-    text: string;
-    name: string;
-    opts: SubmitOpts;
-    onBranch: boolean;
-    specsArg: string;
-  },
+  s: Landing & { parent: string; onBranch: boolean },
 ): Promise<void> {
   const { opts, name, made, rel } = s;
   const cas = await runGit(
@@ -281,19 +282,7 @@ async function landLocally(
 /** A specs repo URL: pushes the commit (with the code snapshot when they share it), again on top of others'. */
 async function pushSpec(
   wt: SpecsWorkTree,
-  s: {
-    target: string;
-    made: Made;
-    message: string;
-    rel: string;
-    text: string;
-    name: string;
-    opts: SubmitOpts;
-    snap: CodeSnapshot;
-    home: CodeHome;
-    token: string | undefined;
-    specsArg: string;
-  },
+  s: Landing & { snap: CodeSnapshot; home: CodeHome; token: string | undefined },
 ): Promise<Made> {
   const { opts } = s;
   let made = s.made;
