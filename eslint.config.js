@@ -99,9 +99,10 @@ export default tseslint.config(
     ],
     rules: { 'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }] },
   },
+  // Room for the fields the open branches add, not for another kind: past this, split it first.
   {
     files: ['controller/spec/schema.ts'],
-    rules: { 'max-lines': ['error', { max: 1160, skipBlankLines: false, skipComments: false }] },
+    rules: { 'max-lines': ['error', { max: 1200, skipBlankLines: false, skipComments: false }] },
   },
   {
     files: ['controller/controller.ts'],
