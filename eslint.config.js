@@ -41,6 +41,26 @@ export default tseslint.config(
       ],
     },
   },
+  // The worker side never depends on the control plane: adv exec and adv agent run on hosts that
+  // carry no controller, and what both sides need lives in runtime/ (the arrow is controller → runtime).
+  {
+    files: ['runtime/**/*.ts'],
+    ignores: ['runtime/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/controller/**'],
+              message: 'runtime/ never imports controller/: move what both need into runtime/.',
+            },
+            { group: ['**/cli/**'], message: 'runtime/ never imports cli/.' },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['controller/index.ts'],
     rules: {
@@ -58,11 +78,31 @@ export default tseslint.config(
   // Small pieces (docs/architecture.md): the pass reads top to bottom in one short file, and no
   // function of the controller grows past what a reader holds in mind at once.
   {
-    files: ['controller/**/*.ts'],
-    ignores: ['controller/**/*.test.ts'],
+    files: ['controller/**/*.ts', 'runtime/**/*.ts', 'cli/**/*.ts'],
+    ignores: ['**/*.test.ts'],
     rules: {
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
     },
+  },
+  // No room too big to read: every production source file stays under 600 lines. Tests and
+  // test/helpers are not production; no .ts file is generated (crds/*.json and docs/spec-reference.md
+  // are, from controller/spec/schema.ts).
+  {
+    files: ['controller/**/*.ts', 'runtime/**/*.ts', 'cli/**/*.ts'],
+    ignores: [
+      '**/*.test.ts',
+      // Not split yet, each named so that it cannot grow unseen: spec/schema.ts is the one schema
+      // source every part adds its fields to (split once the open branches are merged);
+      // vastai/client.ts is split by the lifecycle work of issue 32 (drop this line with it).
+      'controller/spec/schema.ts',
+      'controller/backends/vastai/client.ts',
+    ],
+    rules: { 'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }] },
+  },
+  // Room for the fields the open branches add, not for another kind: past this, split it first.
+  {
+    files: ['controller/spec/schema.ts'],
+    rules: { 'max-lines': ['error', { max: 1200, skipBlankLines: false, skipComments: false }] },
   },
   {
     files: ['controller/controller.ts'],

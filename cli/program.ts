@@ -72,7 +72,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerDescribe(program, io);
   registerDag(program, io);
   registerApply(program, io);
-  registerSubmit(program, io);
+  registerSubmit(program, io, runCli);
   registerCancel(program, io);
   registerRetry(program, io);
   registerFork(program, io);

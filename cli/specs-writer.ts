@@ -102,86 +102,12 @@ export async function openSpecsWorkTree(
   } = {},
 ): Promise<SpecsWorkTree> {
   const env = credentialEnv(token);
-  let dir: string;
-  let temp = false;
-  if (isRemoteUrl(repo)) {
-    dir = await mkdtemp(join(tmpdir(), 'adv-apply-'));
-    temp = true;
-    const from = opts.reference ? ['--reference-if-able', opts.reference] : ['--depth', '1'];
-    const r = await runGit(['clone', '--quiet', ...from, '--branch', branch, repo, dir], { env });
-    if (r.code !== 0) {
-      await rm(dir, { recursive: true, force: true });
-      throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, {
-        hint: 'check --repo, --branch and ADV_GIT_TOKEN',
-      });
-    }
-  } else {
-    dir = repo;
-    const head = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], { cwd: dir })).stdout
-      .toString()
-      .trim();
-    if (head !== branch && !opts.anyBranch) {
-      throw new AdvError(
-        ErrorCode.UsageError,
-        `${dir} has "${head || 'a detached HEAD'}" checked out, not the watched branch "${branch}"`,
-        {
-          hint: `git switch ${branch} first, or pass --branch`,
-        },
-      );
-    }
-  }
+  const { dir, temp } = await workTreeOf(repo, branch, env, opts);
   const id = (await hasIdentity(dir)) ? [] : FALLBACK_IDENTITY;
   const ref = `refs/heads/${branch}`;
-  const publish = async () => {
-    if (!temp) return;
-    for (let attempt = 1; ; attempt++) {
-      const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], {
-        cwd: dir,
-        env,
-      });
-      if (push.code === 0) break;
-      if (attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(push.stderr)) {
-        throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, {
-          hint: 'check that the token may push to the branch',
-        });
-      }
-      await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
-    }
-  };
-  const commitOnto: SpecsWorkTree['commitOnto'] = async (rel, content, message, parent) => {
-    const mode =
-      /^(\d+) blob /.exec(
-        (await git(['ls-tree', parent, '--', rel], { cwd: dir, env: LITERAL })).toString(),
-      )?.[1] ?? '100644';
-    const blob = (await git(['hash-object', '-w', '--stdin'], { cwd: dir, input: content }))
-      .toString()
-      .trim();
-    // The new tree: the parent's, with this one file changed, built in an index of our own.
-    const scratch = await mkdtemp(join(tmpdir(), 'adv-edit-'));
-    let commit: string;
-    try {
-      const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
-      await git(['read-tree', parent], { cwd: dir, env: idx });
-      await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
-      const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
-      const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
-        .toString()
-        .trim();
-      commit = (
-        await git(
-          [...id, 'commit-tree', tree, '-p', parent, ...(sign === 'true' ? ['-S'] : []), '-m', message],
-          {
-            cwd: dir,
-          },
-        )
-      )
-        .toString()
-        .trim();
-    } finally {
-      await rm(scratch, { recursive: true, force: true });
-    }
-    return { commit, blob, mode };
-  };
+  const publish = () => (temp ? pushWithRetry(dir, repo, branch, env) : Promise.resolve());
+  const commitOnto: SpecsWorkTree['commitOnto'] = (rel, content, message, parent) =>
+    commitOntoIn(dir, id, rel, content, message, parent);
   return {
     dir,
     load: () => loadSpecs(new DirectorySource(dir)),
@@ -194,21 +120,7 @@ export async function openSpecsWorkTree(
       return r.stdout.toString().trim();
     },
     loadCommitted: (commit) => loadSpecs(new CommitSource(dir, commit)),
-    fileState: async (rel, commit) => {
-      const committed = await runGit(['rev-parse', '--verify', '--quiet', `${commit}:${rel}`], { cwd: dir });
-      const blob = committed.code === 0 ? committed.stdout.toString().trim() : undefined;
-      const staged = (
-        await git(['ls-files', '--stage', '-z', '--', rel], { cwd: dir, env: LITERAL })
-      ).toString();
-      const indexBlob = /^\d+ ([0-9a-f]+) 0\t/.exec(staged)?.[1];
-      return {
-        ...(blob
-          ? { committed: (await git(['cat-file', 'blob', blob], { cwd: dir })).toString('utf8') }
-          : {}),
-        staged: indexBlob !== blob,
-        ...(existsSync(join(dir, rel)) ? { worktree: await readFile(join(dir, rel), 'utf8') } : {}),
-      };
-    },
+    fileState: (rel, commit) => fileStateIn(dir, rel, commit),
     commitOnto,
     commitFile: async (rel, content, message, parent, worktree) => {
       const { commit, blob, mode } = await commitOnto(rel, content, message, parent);
@@ -239,15 +151,7 @@ export async function openSpecsWorkTree(
       await rm(join(dir, rel), { force: true });
     },
     commit: async (paths, message) => {
-      await git(['add', '--', ...paths], { cwd: dir });
-      const diff = await runGit(['diff', '--cached', '--quiet', '--', ...paths], { cwd: dir });
-      if (diff.code === 0)
-        throw new AdvError(
-          ErrorCode.UsageError,
-          'nothing to commit: the specs repo already has this content',
-          { hint: 'no change needed' },
-        );
-      await git([...id, 'commit', '--quiet', '-m', message, '--', ...paths], { cwd: dir });
+      await commitPaths(dir, id, paths, message);
       await publish();
       return (await git(['rev-parse', 'HEAD'], { cwd: dir })).toString().trim();
     },
@@ -255,6 +159,132 @@ export async function openSpecsWorkTree(
       if (temp) await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The work tree to edit: a temporary clone of a URL, or a local repo with `branch` checked out. */
+async function workTreeOf(
+  repo: string,
+  branch: string,
+  env: NodeJS.ProcessEnv,
+  opts: { anyBranch?: boolean; reference?: string },
+): Promise<{ dir: string; temp: boolean }> {
+  if (isRemoteUrl(repo)) {
+    const dir = await mkdtemp(join(tmpdir(), 'adv-apply-'));
+    const from = opts.reference ? ['--reference-if-able', opts.reference] : ['--depth', '1'];
+    const r = await runGit(['clone', '--quiet', ...from, '--branch', branch, repo, dir], { env });
+    if (r.code !== 0) {
+      await rm(dir, { recursive: true, force: true });
+      throw new AdvError(ErrorCode.GitError, `cannot clone ${repo}: ${r.stderr.trim()}`, {
+        hint: 'check --repo, --branch and ADV_GIT_TOKEN',
+      });
+    }
+    return { dir, temp: true };
+  }
+  const head = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], { cwd: repo })).stdout
+    .toString()
+    .trim();
+  if (head !== branch && !opts.anyBranch) {
+    throw new AdvError(
+      ErrorCode.UsageError,
+      `${repo} has "${head || 'a detached HEAD'}" checked out, not the watched branch "${branch}"`,
+      {
+        hint: `git switch ${branch} first, or pass --branch`,
+      },
+    );
+  }
+  return { dir: repo, temp: false };
+}
+
+/** Pushes the clone's HEAD to `branch`, rebasing onto what others pushed first (up to 5 tries). */
+async function pushWithRetry(
+  dir: string,
+  repo: string,
+  branch: string,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const push = await runGit(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], {
+      cwd: dir,
+      env,
+    });
+    if (push.code === 0) break;
+    if (attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(push.stderr)) {
+      throw new AdvError(ErrorCode.GitError, `push to ${repo} failed: ${push.stderr.trim()}`, {
+        hint: 'check that the token may push to the branch',
+      });
+    }
+    await git(['pull', '--quiet', '--rebase', 'origin', branch], { cwd: dir, env });
+  }
+}
+
+/** `SpecsWorkTree.commitOnto` in `dir`, committing as `id` (git's identity options, or none). */
+async function commitOntoIn(
+  dir: string,
+  id: readonly string[],
+  rel: string,
+  content: string,
+  message: string,
+  parent: string,
+): Promise<{ commit: string; blob: string; mode: string }> {
+  const mode =
+    /^(\d+) blob /.exec(
+      (await git(['ls-tree', parent, '--', rel], { cwd: dir, env: LITERAL })).toString(),
+    )?.[1] ?? '100644';
+  const blob = (await git(['hash-object', '-w', '--stdin'], { cwd: dir, input: content })).toString().trim();
+  // The new tree: the parent's, with this one file changed, built in an index of our own.
+  const scratch = await mkdtemp(join(tmpdir(), 'adv-edit-'));
+  let commit: string;
+  try {
+    const idx = { GIT_INDEX_FILE: join(scratch, 'index') };
+    await git(['read-tree', parent], { cwd: dir, env: idx });
+    await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${rel}`], { cwd: dir, env: idx });
+    const tree = (await git(['write-tree'], { cwd: dir, env: idx })).toString().trim();
+    const sign = (await runGit(['config', '--bool', 'commit.gpgsign'], { cwd: dir })).stdout
+      .toString()
+      .trim();
+    commit = (
+      await git(
+        [...id, 'commit-tree', tree, '-p', parent, ...(sign === 'true' ? ['-S'] : []), '-m', message],
+        {
+          cwd: dir,
+        },
+      )
+    )
+      .toString()
+      .trim();
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+  return { commit, blob, mode };
+}
+
+/** `SpecsWorkTree.fileState` in `dir`. */
+async function fileStateIn(dir: string, rel: string, commit: string): Promise<FileState> {
+  const committed = await runGit(['rev-parse', '--verify', '--quiet', `${commit}:${rel}`], { cwd: dir });
+  const blob = committed.code === 0 ? committed.stdout.toString().trim() : undefined;
+  const staged = (await git(['ls-files', '--stage', '-z', '--', rel], { cwd: dir, env: LITERAL })).toString();
+  const indexBlob = /^\d+ ([0-9a-f]+) 0\t/.exec(staged)?.[1];
+  return {
+    ...(blob ? { committed: (await git(['cat-file', 'blob', blob], { cwd: dir })).toString('utf8') } : {}),
+    staged: indexBlob !== blob,
+    ...(existsSync(join(dir, rel)) ? { worktree: await readFile(join(dir, rel), 'utf8') } : {}),
+  };
+}
+
+/** Commits `paths` as they are in the work tree; a usage error when nothing of them changed. */
+async function commitPaths(
+  dir: string,
+  id: readonly string[],
+  paths: string[],
+  message: string,
+): Promise<void> {
+  await git(['add', '--', ...paths], { cwd: dir });
+  const diff = await runGit(['diff', '--cached', '--quiet', '--', ...paths], { cwd: dir });
+  if (diff.code === 0)
+    throw new AdvError(ErrorCode.UsageError, 'nothing to commit: the specs repo already has this content', {
+      hint: 'no change needed',
+    });
+  await git([...id, 'commit', '--quiet', '-m', message, '--', ...paths], { cwd: dir });
 }
 
 /** The spec files of a commit, read with git (`ls-tree`, `cat-file --batch`): the work tree is never read. */

@@ -6,7 +6,7 @@
 
 // Errors: typed, with stable codes (the CLI maps them to exit codes in cli/exit.ts).
 export { AdvError, ErrorCode, isAdvError } from './errors.js';
-export { VERSION } from './version.js';
+export { VERSION } from '../runtime/version.js';
 
 // Specs: the kinds, loading and diagnostics.
 export {
@@ -108,7 +108,7 @@ export { EnvironmentIndex } from './spec/environments.js';
 export { baseJobEnv } from './backends/job-env.js';
 export { jobNameFor } from './backends/types.js';
 export type { JobRequest } from './backends/types.js';
-export { localExecArgs, localExecCommand, localJobEnv } from './backends/local/index.js';
+export { localExecArgs, localExecCommand, localJobEnv } from '../runtime/local-jobs.js';
 export { urlStoreTarget } from './storage.js';
 // Sessions (adv notebook, adv shell, adv ssh): the ways into a live attempt's worker.
 export { SshTransport, sshTargetOf } from './backends/ssh/transport.js';

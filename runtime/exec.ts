@@ -358,16 +358,7 @@ async function runWorkload(
   const ended = workloadEnd(child, () => fwd.exited());
   copyOutput(child, ctx.secrets, worker, session?.tail);
   if (jobDir && child.pid) writeExecRecord(ctx, child.pid);
-  // The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it.
-  const unwatchLease = jobDir
-    ? watchLease(join(jobDir, LEASE_FILE), {
-        stop: () => {
-          log(`the agent lease ran out unrenewed: stopping the workload (${fwd.stopAs})`);
-          fwd.stop('the agent lease running out');
-        },
-        kill: () => fwd.kill(),
-      })
-    : undefined;
+  const unwatchLease = jobDir ? watchAgentLease(jobDir, fwd, log) : undefined;
   await worker?.start();
   let idled: string | undefined;
   const endSession = ctx.interactive
@@ -394,17 +385,7 @@ async function runWorkload(
   // A stop or a cancel during setup ends the attempt as one during the workload would.
   const setupEnd = session && sessionOutcome(session, cmd, ctx.secrets, ctx);
   const ownEnd = setupEnd && !result.error && !fwd.stopSignal && !cancelled ? setupEnd : undefined;
-  // A session that ended for want of use did what it was for: the run Succeeds, the machine goes back.
-  const sessionEnd: ExitRecord | undefined =
-    idled && !cancelled
-      ? {
-          exitCode: 0,
-          reason: ExitReason.Completed,
-          message: `session ended: ${idled}`,
-          startedAt: ctx.startedAt,
-          finishedAt: new Date().toISOString(),
-        }
-      : undefined;
+  const sessionEnd = idled && !cancelled ? idleSessionEnd(idled, ctx.startedAt) : undefined;
   const record =
     ownEnd ??
     sessionEnd ??
@@ -425,6 +406,28 @@ async function runWorkload(
   if (jobDir) writeRecord(jobDir, EXIT_FILE, record, log);
   if (record.message) log(record.message);
   return { code: record.exitCode, record };
+}
+
+/** The pull agent's lease (lease.ts): unrenewed, the workload stops before anyone else may run it. */
+function watchAgentLease(jobDir: string, fwd: StopForwarder, log: (l: string) => void): () => void {
+  return watchLease(join(jobDir, LEASE_FILE), {
+    stop: () => {
+      log(`the agent lease ran out unrenewed: stopping the workload (${fwd.stopAs})`);
+      fwd.stop('the agent lease running out');
+    },
+    kill: () => fwd.kill(),
+  });
+}
+
+/** A session that ended for want of use did what it was for: the run Succeeds, the machine goes back. */
+function idleSessionEnd(idled: string, startedAt: string): ExitRecord {
+  return {
+    exitCode: 0,
+    reason: ExitReason.Completed,
+    message: `session ended: ${idled}`,
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  };
 }
 
 function writeExecRecord(ctx: Ctx, childPid: number): void {

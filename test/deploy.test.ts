@@ -179,7 +179,7 @@ describe('deploy/container/Containerfile', () => {
     expect(entry).toEqual(['node', '/opt/adventuretime/dist/cli/adv.js']);
     const app = posix.dirname(posix.dirname(posix.dirname(entry[1]!)));
     const present = copiesOf(finalStage).flatMap(copiedPaths);
-    // package.json (controller/version.ts), specs/ (cli/templates.ts), the build and prod deps.
+    // package.json (runtime/version.ts), specs/ (cli/templates.ts), the build and prod deps.
     for (const p of ['package.json', 'node_modules', 'dist', 'specs'])
       expect(present).toContain(posix.join(app, p));
 

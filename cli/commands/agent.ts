@@ -160,6 +160,73 @@ export async function getAgents(
   showAgents(io, agents, opts.output);
 }
 
+/** The command line of `adv agent`, checked before anything is detected or logged. */
+function agentSettings(
+  io: Io,
+  opts: AgentOpts,
+): { controller: string; name: string; slots: number; wait: number; policy: AgentPolicy } {
+  const controller = opts.controller ?? io.env.ADV_CONTROLLER_URL;
+  if (!controller || !/^https?:\/\/[^\s/]+/.test(controller))
+    throw new AdvError(
+      ErrorCode.UsageError,
+      controller ? `--controller ${printable(controller)} is not an http(s) URL` : 'no controller URL',
+      {
+        hint: 'pass --controller http://HOST:PORT (the controller’s --http address) or set ADV_CONTROLLER_URL',
+      },
+    );
+  const slots = Number(opts.slots);
+  const wait = Number(opts.wait);
+  if (!Number.isInteger(slots) || slots < 1 || !Number.isFinite(wait) || wait < 0 || wait > 50)
+    throw new AdvError(ErrorCode.UsageError, '--slots takes a whole number ≥ 1 and --wait 0–50 seconds');
+  const name = opts.name ?? defaultName();
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name))
+    throw new AdvError(ErrorCode.UsageError, `--name "${printable(name)}" is not a DNS label`, {
+      hint: 'use lowercase letters, digits and -, at most 63',
+    });
+  const policy: AgentPolicy = {
+    ...(opts.acceptRun.length ? { runs: globs(opts.acceptRun, '--accept-run') } : {}),
+    ...(opts.denyRun.length ? { denyRuns: globs(opts.denyRun, '--deny-run') } : {}),
+    ...(opts.acceptLabel.length ? { labels: pairs(opts.acceptLabel, '--accept-label') } : {}),
+    ...(opts.denyLabel.length ? { denyLabels: pairs(opts.denyLabel, '--deny-label') } : {}),
+  };
+  return { controller, name, slots, wait, policy };
+}
+
+/** `adv agent`: enrolls, then claims and runs attempts until SIGTERM or SIGINT. */
+async function runAgent(io: Io, opts: AgentOpts): Promise<void> {
+  const { controller, name, slots, wait, policy } = agentSettings(io, opts);
+  const labels = pairs(opts.label, '--label'); // refused before anything is detected or logged
+  const logger = makeLogger(io, opts.logLevel);
+  const token = await enrollToken(io, opts.enrollTokenFile);
+  const capabilities = await detectCapabilities(io.env);
+  logger.info({ agent: name, capabilities }, 'capabilities detected');
+  const a = new Agent({
+    controller,
+    name,
+    stateDir: opts.stateDir ?? join(io.env.HOME ?? homedir(), '.adventuretime', 'agent'),
+    ...(token ? { enrollToken: token } : {}),
+    labels,
+    ...(opts.pool.length ? { pools: opts.pool } : {}),
+    policy,
+    slots,
+    waitSec: wait,
+    capabilities,
+    logger,
+    env: io.env,
+  });
+  const stop = () => a.stop();
+  process.once('SIGTERM', stop).once('SIGINT', stop);
+  try {
+    await a.run();
+  } catch (e) {
+    if (e instanceof AgentFatal)
+      throw new AdvError(e.refused ? ErrorCode.Refused : ErrorCode.UsageError, e.message);
+    throw e;
+  } finally {
+    process.off('SIGTERM', stop).off('SIGINT', stop);
+  }
+}
+
 export function registerAgent(program: Command, io: Io): void {
   const agent = program
     .command('agent')
@@ -194,62 +261,12 @@ Examples:
   adv agent revoke desk-3      # its token stops working at once
   adv get agents`,
     )
-    .action(async (opts: AgentOpts) => {
-      const controller = opts.controller ?? io.env.ADV_CONTROLLER_URL;
-      if (!controller || !/^https?:\/\/[^\s/]+/.test(controller))
-        throw new AdvError(
-          ErrorCode.UsageError,
-          controller ? `--controller ${printable(controller)} is not an http(s) URL` : 'no controller URL',
-          {
-            hint: 'pass --controller http://HOST:PORT (the controller’s --http address) or set ADV_CONTROLLER_URL',
-          },
-        );
-      const slots = Number(opts.slots);
-      const wait = Number(opts.wait);
-      if (!Number.isInteger(slots) || slots < 1 || !Number.isFinite(wait) || wait < 0 || wait > 50)
-        throw new AdvError(ErrorCode.UsageError, '--slots takes a whole number ≥ 1 and --wait 0–50 seconds');
-      const name = opts.name ?? defaultName();
-      if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name))
-        throw new AdvError(ErrorCode.UsageError, `--name "${printable(name)}" is not a DNS label`, {
-          hint: 'use lowercase letters, digits and -, at most 63',
-        });
-      const policy: AgentPolicy = {
-        ...(opts.acceptRun.length ? { runs: globs(opts.acceptRun, '--accept-run') } : {}),
-        ...(opts.denyRun.length ? { denyRuns: globs(opts.denyRun, '--deny-run') } : {}),
-        ...(opts.acceptLabel.length ? { labels: pairs(opts.acceptLabel, '--accept-label') } : {}),
-        ...(opts.denyLabel.length ? { denyLabels: pairs(opts.denyLabel, '--deny-label') } : {}),
-      };
-      const labels = pairs(opts.label, '--label'); // refused before anything is detected or logged
-      const logger = makeLogger(io, opts.logLevel);
-      const token = await enrollToken(io, opts.enrollTokenFile);
-      const capabilities = await detectCapabilities(io.env);
-      logger.info({ agent: name, capabilities }, 'capabilities detected');
-      const a = new Agent({
-        controller,
-        name,
-        stateDir: opts.stateDir ?? join(io.env.HOME ?? homedir(), '.adventuretime', 'agent'),
-        ...(token ? { enrollToken: token } : {}),
-        labels,
-        ...(opts.pool.length ? { pools: opts.pool } : {}),
-        policy,
-        slots,
-        waitSec: wait,
-        capabilities,
-        logger,
-        env: io.env,
-      });
-      const stop = () => a.stop();
-      process.once('SIGTERM', stop).once('SIGINT', stop);
-      try {
-        await a.run();
-      } catch (e) {
-        if (e instanceof AgentFatal)
-          throw new AdvError(e.refused ? ErrorCode.Refused : ErrorCode.UsageError, e.message);
-        throw e;
-      } finally {
-        process.off('SIGTERM', stop).off('SIGINT', stop);
-      }
-    });
+    .action((opts: AgentOpts) => runAgent(io, opts));
+  registerAgentVerbs(agent, io);
+}
+
+/** `adv agent drain|resume|revoke NAME`: asks the controller to change one agent. */
+function registerAgentVerbs(agent: Command, io: Io): void {
   for (const [verb, what] of [
     ['drain', 'stop giving an agent new work (what it runs finishes)'],
     ['resume', 'give a drained agent work again'],

@@ -23,7 +23,13 @@ export function registerCkpt(program: Command, io: Io): void {
   const ckpt = program
     .command('ckpt')
     .description('Checkpoints in the object store: list, download, collect garbage');
+  registerCkptLs(ckpt, io);
+  registerCkptPull(ckpt, io);
+  registerCkptGc(ckpt, io);
+}
 
+/** `adv ckpt ls RUN`: the checkpoints of a run, newest first. */
+function registerCkptLs(ckpt: Command, io: Io): void {
   storeOptions(
     ckpt
       .command('ls')
@@ -47,7 +53,10 @@ export function registerCkpt(program: Command, io: Io): void {
       ]);
       io.stdout.write(renderTable(['STEP', 'COMMITTED', 'FILES', 'SIZE', 'ATTEMPT', 'AGE', 'PROBLEM'], rows));
     });
+}
 
+/** `adv ckpt pull RUN`: download and verify one checkpoint. */
+function registerCkptPull(ckpt: Command, io: Io): void {
   storeOptions(
     ckpt
       .command('pull')
@@ -82,7 +91,10 @@ export function registerCkpt(program: Command, io: Io): void {
         `checkpoint ${r.step} (${r.manifest.files.length} files, ${mib(r.manifest.totalBytes)}) verified into ${resolve(io.cwd, opts.to, String(r.step))}\n`,
       );
     });
+}
 
+/** `adv ckpt gc [RUN...]`: apply retention, delete what no manifest names. */
+function registerCkptGc(ckpt: Command, io: Io): void {
   storeOptions(
     ckpt
       .command('gc')

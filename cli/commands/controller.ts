@@ -14,6 +14,7 @@ import {
   type InfraOption,
 } from '../../controller/index.js';
 import { makeLogger } from '../logger.js';
+import type { Logger } from 'pino';
 import { defaultDataDir, gitToken, parseDuration, resolveRepo } from '../repo.js';
 import { printable, type Io } from '../output.js';
 
@@ -113,9 +114,35 @@ async function infraOption(opts: Opts, repo: string): Promise<InfraOption> {
 }
 
 export function registerController(program: Command, io: Io): void {
-  program
+  const cmd = program
     .command('controller')
-    .description('Run the controller: watch the specs repo, run what it asks for, write status to git')
+    .description('Run the controller: watch the specs repo, run what it asks for, write status to git');
+  repoOptions(cmd);
+  serveOptions(cmd);
+  cmd
+    .addHelpText(
+      'after',
+      `
+Examples:
+  adv controller --once                                  # in a specs repo made by adv init
+  adv controller --repo https://git.example.com/lab/specs.git --http 127.0.0.1:8080
+      # token from ADV_GIT_TOKEN (or ADV_GIT_TOKEN_FILE); webhook secret from ADV_WEBHOOK_SECRET
+      # point the git host's push webhook at http://HOST:8080/hooks/git
+  adv controller --dashboard                             # then open http://127.0.0.1:8080/ui/
+  adv controller --trusted-signers /etc/adventuretime/allowed_signers   # signed commits only
+
+The webhook is authenticated by its signature, the API (adv reconcile) by the API token. The
+dashboard and /metrics are open to whoever reaches the port unless --dashboard-auth is given: keep
+--http on loopback (reach it through an SSH tunnel) or use --dashboard-auth. Every route answers
+only Host names localhost and IP addresses (a defence against DNS rebinding); --dashboard-host
+adds the names a git host or a proxy uses.`,
+    )
+    .action((opts: Opts) => runController(io, opts));
+}
+
+/** Where the specs come from, whom to trust, how often to look. */
+function repoOptions(cmd: Command): void {
+  cmd
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
     .option('--branch <name>', 'the watched branch', 'main')
     .option('--status-branch <name>', 'where status is written (default adventuretime/status)')
@@ -150,7 +177,12 @@ export function registerController(program: Command, io: Io): void {
       '--lease-duration <duration>',
       'how long the status branch lease lasts unrenewed: a standby controller (another data dir, same repo) takes over after this long',
       '30s',
-    )
+    );
+}
+
+/** What is served, and where the runs' secrets come from. */
+function serveOptions(cmd: Command): void {
+  cmd
     .option('--http <host:port>', 'serve the webhook and API on this address (e.g. 127.0.0.1:8080)')
     .option(
       '--dashboard',
@@ -192,113 +224,109 @@ export function registerController(program: Command, io: Io): void {
       '--git-reader <impl>',
       'object reader: native (git cat-file) or isomorphic (isomorphic-git)',
       'native',
-    )
-    .addHelpText(
-      'after',
-      `
-Examples:
-  adv controller --once                                  # in a specs repo made by adv init
-  adv controller --repo https://git.example.com/lab/specs.git --http 127.0.0.1:8080
-      # token from ADV_GIT_TOKEN (or ADV_GIT_TOKEN_FILE); webhook secret from ADV_WEBHOOK_SECRET
-      # point the git host's push webhook at http://HOST:8080/hooks/git
-  adv controller --dashboard                             # then open http://127.0.0.1:8080/ui/
-  adv controller --trusted-signers /etc/adventuretime/allowed_signers   # signed commits only
+    );
+}
 
-The webhook is authenticated by its signature, the API (adv reconcile) by the API token. The
-dashboard and /metrics are open to whoever reaches the port unless --dashboard-auth is given: keep
---http on loopback (reach it through an SSH tunnel) or use --dashboard-auth. Every route answers
-only Host names localhost and IP addresses (a defence against DNS rebinding); --dashboard-host
-adds the names a git host or a proxy uses.`,
-    )
-    .action(async (opts: Opts) => {
-      // The command line first: nothing is opened or started for flags that cannot work.
-      refuseWithOnce(opts);
-      if (opts.http !== undefined) checkHttpAddr(opts.http);
-      const trustedSigners = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
-      if (opts.trustFrom !== undefined && !trustedSigners)
-        throw new AdvError(ErrorCode.UsageError, '--trust-from needs --trusted-signers', {
-          hint: 'it names the first signed commit to trust; without signed commits there is nothing to anchor',
-        });
-      const apiToken = opts.once ? undefined : await configuredApiToken(opts.apiTokenFile, io.env);
-      const repo = await resolveRepo(opts.repo, io.cwd);
-      const infra = await infraOption(opts, repo);
-      const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
-      const logger = makeLogger(io, opts.logLevel);
-      const token = await gitToken(io.env);
-      const controller = await Controller.create({
-        repo,
-        branch: opts.branch,
-        ...(opts.statusBranch ? { statusBranch: opts.statusBranch } : {}),
-        dataDir,
-        ...(token ? { token } : {}),
-        ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
-        ...(trustedSigners ? { trustedSigners } : {}),
-        ...(opts.trustFrom ? { trustFrom: opts.trustFrom } : {}),
-        infra,
-        reader: opts.gitReader,
-        fetchIntervalMs: parseDuration(opts.fetchInterval),
-        pollIntervalMs: parseDuration(opts.pollInterval),
-        resyncIntervalMs: parseDuration(opts.resyncInterval),
-        leaseDurationMs: parseDuration(opts.leaseDuration),
-        logger,
-        processMetrics: true,
-        ...(opts.gitTokenOrigin ? { codeRepos: { tokenOrigins: tokenOrigins(opts.gitTokenOrigin) } } : {}),
-        secrets: {
-          file: opts.secretsFile,
-          dir: opts.secretsDir,
-          env: (opts.secretsEnv ?? io.env.ADV_SECRETS_ENV ?? '').split(',').filter(Boolean),
-        },
-      });
-      logger.info(
-        { repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir },
-        'controller starting',
-      );
-      if (opts.once) {
-        try {
-          await controller.runUntilIdle({ timeoutMs: parseDuration(opts.timeout) });
-        } finally {
-          await controller.stop();
-        }
-        return;
-      }
-      const secret = io.env[opts.webhookSecretEnv];
-      const httpAddr = opts.http ?? (opts.dashboard ? '127.0.0.1:8080' : undefined);
-      const serving = await serve(controller, {
-        ...(httpAddr ? { httpAddr } : {}),
-        ...(secret ? { webhookSecret: secret } : {}),
-        ...(apiToken ? { apiToken: apiToken.token } : {}),
-        ...(opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
-        ...(opts.dashboardAuth ? { dashboardAuth: true } : {}),
-        watch: opts.watch,
-        ...(opts.dashboard
-          ? {
-              routes: [
-                dashboardRoute(controller, opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
-              ],
-            }
-          : {}),
-      }).catch(async (e: unknown) => {
-        // The address is taken, say: stop what was started, or the process never exits.
-        await controller.stop();
-        throw e;
-      });
-      if (serving.url && apiToken) logger.info({ apiTokenFrom: apiToken.from }, 'API token configured');
-      if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
-      if (serving.url && opts.dashboard)
-        logger.info({ url: `${serving.url}/ui/` }, `dashboard at ${serving.url}/ui/`);
-      await controller.writeRuntimeInfo({ url: serving.url ?? null, repo: controller.repo.location });
-      // Reconciling stops first (agents waiting for work are answered at once, no claim or lease
-      // changes hands), then the listener drops its connections: a restart takes seconds.
-      const stop = async () => {
-        logger.info('stopping');
-        await controller.stop();
-        await serving.close();
-        logger.info('stopped');
-      };
-      process.once('SIGINT', () => void stop());
-      process.once('SIGTERM', () => void stop());
-      await controller.run();
+/** `adv controller`: checks the command line, starts the controller, then serves it (or runs once). */
+async function runController(io: Io, opts: Opts): Promise<void> {
+  // The command line first: nothing is opened or started for flags that cannot work.
+  refuseWithOnce(opts);
+  if (opts.http !== undefined) checkHttpAddr(opts.http);
+  const trustedSigners = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
+  if (opts.trustFrom !== undefined && !trustedSigners)
+    throw new AdvError(ErrorCode.UsageError, '--trust-from needs --trusted-signers', {
+      hint: 'it names the first signed commit to trust; without signed commits there is nothing to anchor',
     });
+  const apiToken = opts.once ? undefined : await configuredApiToken(opts.apiTokenFile, io.env);
+  const repo = await resolveRepo(opts.repo, io.cwd);
+  const infra = await infraOption(opts, repo);
+  const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+  const logger = makeLogger(io, opts.logLevel);
+  const token = await gitToken(io.env);
+  const controller = await Controller.create({
+    repo,
+    branch: opts.branch,
+    ...(opts.statusBranch ? { statusBranch: opts.statusBranch } : {}),
+    dataDir,
+    ...(token ? { token } : {}),
+    ...(opts.path ? { specsPath: opts.path.replace(/^\/+|\/+$/g, '') } : {}),
+    ...(trustedSigners ? { trustedSigners } : {}),
+    ...(opts.trustFrom ? { trustFrom: opts.trustFrom } : {}),
+    infra,
+    reader: opts.gitReader,
+    fetchIntervalMs: parseDuration(opts.fetchInterval),
+    pollIntervalMs: parseDuration(opts.pollInterval),
+    resyncIntervalMs: parseDuration(opts.resyncInterval),
+    leaseDurationMs: parseDuration(opts.leaseDuration),
+    logger,
+    processMetrics: true,
+    ...(opts.gitTokenOrigin ? { codeRepos: { tokenOrigins: tokenOrigins(opts.gitTokenOrigin) } } : {}),
+    secrets: {
+      file: opts.secretsFile,
+      dir: opts.secretsDir,
+      env: (opts.secretsEnv ?? io.env.ADV_SECRETS_ENV ?? '').split(',').filter(Boolean),
+    },
+  });
+  logger.info(
+    { repo: controller.repo.location, mode: controller.repo.mode, branch: opts.branch, dataDir },
+    'controller starting',
+  );
+  if (opts.once) {
+    try {
+      await controller.runUntilIdle({ timeoutMs: parseDuration(opts.timeout) });
+    } finally {
+      await controller.stop();
+    }
+    return;
+  }
+  await serveController(io, opts, controller, apiToken, logger);
+}
+
+/** Serves the webhook, the API and the dashboard, and reconciles until SIGINT or SIGTERM. */
+async function serveController(
+  io: Io,
+  opts: Opts,
+  controller: Controller,
+  apiToken: Awaited<ReturnType<typeof configuredApiToken>>,
+  logger: Logger,
+): Promise<void> {
+  const secret = io.env[opts.webhookSecretEnv];
+  const httpAddr = opts.http ?? (opts.dashboard ? '127.0.0.1:8080' : undefined);
+  const serving = await serve(controller, {
+    ...(httpAddr ? { httpAddr } : {}),
+    ...(secret ? { webhookSecret: secret } : {}),
+    ...(apiToken ? { apiToken: apiToken.token } : {}),
+    ...(opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
+    ...(opts.dashboardAuth ? { dashboardAuth: true } : {}),
+    watch: opts.watch,
+    ...(opts.dashboard
+      ? {
+          routes: [
+            dashboardRoute(controller, opts.dashboardHost ? { allowedHosts: opts.dashboardHost } : {}),
+          ],
+        }
+      : {}),
+  }).catch(async (e: unknown) => {
+    // The address is taken, say: stop what was started, or the process never exits.
+    await controller.stop();
+    throw e;
+  });
+  if (serving.url && apiToken) logger.info({ apiTokenFrom: apiToken.from }, 'API token configured');
+  if (serving.url) logger.info({ url: serving.url }, 'serving webhook and API');
+  if (serving.url && opts.dashboard)
+    logger.info({ url: `${serving.url}/ui/` }, `dashboard at ${serving.url}/ui/`);
+  await controller.writeRuntimeInfo({ url: serving.url ?? null, repo: controller.repo.location });
+  // Reconciling stops first (agents waiting for work are answered at once, no claim or lease
+  // changes hands), then the listener drops its connections: a restart takes seconds.
+  const stop = async () => {
+    logger.info('stopping');
+    await controller.stop();
+    await serving.close();
+    logger.info('stopped');
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+  await controller.run();
 }
 
 /** `--git-token-origin` values: each an http(s) URL, of which its scheme, host and port count. */

@@ -11,9 +11,7 @@ import {
   graphOf,
   runCost,
   type Attempt,
-  type Condition,
   type DagStatusDoc,
-  type OwnerStatusCore,
   type RunStatusDoc,
   type StatusDoc,
 } from '../../controller/index.js';
@@ -24,6 +22,7 @@ import { openStatus, type StatusReader } from '../status-reader.js';
 import { printable, safe, type Io } from '../output.js';
 import { describeNotifications, NOTIFY_KINDS } from './notifications.js';
 import { describeSweep } from './sweep.js';
+import { conditionsSection, history, ownerHeader } from '../describe-sections.js';
 
 export function registerDescribe(program: Command, io: Io): void {
   program
@@ -46,114 +45,131 @@ export function registerDescribe(program: Command, io: Io): void {
     .option('--mode <min|max>', 'sweep, with --metric: lower (min, default) or higher (max) is better')
     .addHelpText('after', '\nExamples:\n  adv describe run hello\n  adv describe dag pipeline')
     .addHelpText('after', '  adv describe sweep lr-search --metric loss --mode min')
-    .action(
-      async (kind: string, name: string, opts: { repo?: string; statusBranch?: string; output: string }) => {
-        if (NOTIFY_KINDS.test(kind)) return describeNotifications(io, kind, name, opts);
-        if (/^sweeps?$/i.test(kind)) return describeSweep(io, name, opts);
-        const isDag = /^dags?$/i.test(kind);
-        if (!/^runs?$/i.test(kind) && !isDag)
-          throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {
-            hint: 'use: adv describe run NAME, or adv describe dag NAME',
-          });
-        const r = await openStatus(opts, io);
-        try {
-          if (opts.output !== 'text') {
-            const doc = statusOf(r, isDag ? 'DAG' : 'Run', name);
-            return void io.stdout.write(
-              opts.output === 'json' ? JSON.stringify(doc, null, 2) + '\n' : stringify(doc),
-            );
-          }
-          if (isDag) return void io.stdout.write(await describeDag(r, name));
-          const doc = statusOf<RunStatusDoc>(r, 'Run', name);
-          const st = doc.status;
-          const out: string[] = [];
-          out.push(safe`Name:         ${name}`);
-          if (doc.metadata.labels)
-            out.push(
-              safe`Labels:       ${Object.entries(doc.metadata.labels)
-                .map(([k, v]) => `${k}=${v}`)
-                .join(', ')}`,
-            );
-          if (st.owner) out.push(safe`Owner:        ${st.owner}`);
-          out.push(...lineage(r, name, st));
-          out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
-          if (st.message) out.push(safe`Message:      ${st.message}`);
-          out.push(
-            safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
-          );
-          if (st.codeCommit)
-            out.push(
-              safe`Code:         ${st.codeCommit.slice(0, 12)}${st.codeRepo ? ` of ${st.codeRepo}` : ''}`,
-            );
-          if (st.nextAttemptAfter) out.push(safe`Next attempt: not before ${st.nextAttemptAfter}`);
-          if (st.checkpoint)
-            out.push(
-              safe`Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
-            );
-          if (st.lastHeartbeat)
-            out.push(safe`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
-          const total = runCost(st.attempts, Date.now());
-          if (total !== undefined)
-            out.push(
-              safe`Cost:         ${formatMoney(total)} over ${st.attempts.filter((a) => a.price).length} priced attempt(s) (hours × the backend's costPerHour)`,
-            );
+    .action((kind: string, name: string, opts: DescribeOpts) => describeAction(io, kind, name, opts));
+}
 
-          out.push(...conditionsSection(st.conditions));
-          out.push('', 'Attempts:');
-          out.push(
-            st.attempts.length
-              ? renderTable(
-                  [
-                    '#',
-                    'BACKEND',
-                    'JOB',
-                    'PHASE',
-                    'SUBMITTED',
-                    'STARTED',
-                    'FINISHED',
-                    'EXIT',
-                    'CLASS',
-                    'STEPS',
-                    'LOST',
-                    'COST',
-                    'REASON',
-                  ],
-                  st.attempts.map((a) => [
-                    String(a.n),
-                    a.backend,
-                    a.jobId ?? '-',
-                    a.phase,
-                    a.submittedAt ?? '-',
-                    a.startedAt ?? '-',
-                    a.finishedAt ?? '-',
-                    a.exitCode !== undefined ? String(a.exitCode) : '-',
-                    a.class ?? '-',
-                    a.startStep !== undefined || a.lastStep !== undefined
-                      ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
-                      : '-',
-                    lostWork(
-                      a,
-                      st.attempts.find((x) => x.n === a.n + 1),
-                    ),
-                    costText(a),
-                    [a.reason, a.message].filter(Boolean).join(': '),
-                  ]),
-                ).trimEnd()
-              : '  (none)',
-          );
-          const decisions = st.attempts.filter((a) => a.why);
-          if (decisions.length) {
-            out.push('', 'Scheduling (why each backend was chosen):');
-            for (const a of decisions) out.push(safe`  #${a.n}  ${a.why}`);
-          }
-          out.push(...(await describeMetrics(opts as StoreOpts, io, name)));
-          out.push(...(await history(r, 'run', name)));
-          io.stdout.write(out.join('\n') + '\n');
-        } finally {
-          await r.close();
-        }
-      },
+interface DescribeOpts {
+  repo?: string;
+  statusBranch?: string;
+  output: string;
+}
+
+/** `adv describe KIND NAME`: the other kinds' own commands, or a run or a DAG. */
+async function describeAction(io: Io, kind: string, name: string, opts: DescribeOpts): Promise<void> {
+  if (NOTIFY_KINDS.test(kind)) return describeNotifications(io, kind, name, opts);
+  if (/^sweeps?$/i.test(kind)) return describeSweep(io, name, opts);
+  const isDag = /^dags?$/i.test(kind);
+  if (!/^runs?$/i.test(kind) && !isDag)
+    throw new AdvError(ErrorCode.UsageError, `cannot describe "${printable(kind)}"`, {
+      hint: 'use: adv describe run NAME, or adv describe dag NAME',
+    });
+  const r = await openStatus(opts, io);
+  try {
+    if (opts.output !== 'text') {
+      const doc = statusOf(r, isDag ? 'DAG' : 'Run', name);
+      return void io.stdout.write(
+        opts.output === 'json' ? JSON.stringify(doc, null, 2) + '\n' : stringify(doc),
+      );
+    }
+    if (isDag) return void io.stdout.write(await describeDag(r, name));
+    const doc = statusOf<RunStatusDoc>(r, 'Run', name);
+    const st = doc.status;
+    const out = runHeader(r, name, doc);
+    out.push(...conditionsSection(st.conditions));
+    out.push(...attemptsSection(st));
+    const decisions = st.attempts.filter((a) => a.why);
+    if (decisions.length) {
+      out.push('', 'Scheduling (why each backend was chosen):');
+      for (const a of decisions) out.push(safe`  #${a.n}  ${a.why}`);
+    }
+    out.push(...(await describeMetrics(opts as StoreOpts, io, name)));
+    out.push(...(await history(r, 'run', name)));
+    io.stdout.write(out.join('\n') + '\n');
+  } finally {
+    await r.close();
+  }
+}
+
+/** A run's first lines: name, labels, owner, lineage, phase, spec, code, checkpoint, heartbeat, cost. */
+function runHeader(r: StatusReader, name: string, doc: RunStatusDoc): string[] {
+  const st = doc.status;
+  const out: string[] = [];
+  out.push(safe`Name:         ${name}`);
+  if (doc.metadata.labels)
+    out.push(
+      safe`Labels:       ${Object.entries(doc.metadata.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ')}`,
     );
+  if (st.owner) out.push(safe`Owner:        ${st.owner}`);
+  out.push(...lineage(r, name, st));
+  out.push(safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`);
+  if (st.message) out.push(safe`Message:      ${st.message}`);
+  out.push(
+    safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
+  );
+  if (st.codeCommit)
+    out.push(safe`Code:         ${st.codeCommit.slice(0, 12)}${st.codeRepo ? ` of ${st.codeRepo}` : ''}`);
+  if (st.nextAttemptAfter) out.push(safe`Next attempt: not before ${st.nextAttemptAfter}`);
+  if (st.checkpoint)
+    out.push(
+      safe`Checkpoint:   step ${st.checkpoint.step} at ${st.checkpoint.createdAt} (${st.checkpoint.uri})`,
+    );
+  if (st.lastHeartbeat) out.push(safe`Heartbeat:    ${st.lastHeartbeat} (${age(st.lastHeartbeat)} ago)`);
+  const total = runCost(st.attempts, Date.now());
+  if (total !== undefined)
+    out.push(
+      safe`Cost:         ${formatMoney(total)} over ${st.attempts.filter((a) => a.price).length} priced attempt(s) (hours × the backend's costPerHour)`,
+    );
+  return out;
+}
+
+/** The `Attempts:` table. */
+function attemptsSection(st: RunStatusDoc['status']): string[] {
+  const out: string[] = [];
+  out.push('', 'Attempts:');
+  out.push(
+    st.attempts.length
+      ? renderTable(
+          [
+            '#',
+            'BACKEND',
+            'JOB',
+            'PHASE',
+            'SUBMITTED',
+            'STARTED',
+            'FINISHED',
+            'EXIT',
+            'CLASS',
+            'STEPS',
+            'LOST',
+            'COST',
+            'REASON',
+          ],
+          st.attempts.map((a) => [
+            String(a.n),
+            a.backend,
+            a.jobId ?? '-',
+            a.phase,
+            a.submittedAt ?? '-',
+            a.startedAt ?? '-',
+            a.finishedAt ?? '-',
+            a.exitCode !== undefined ? String(a.exitCode) : '-',
+            a.class ?? '-',
+            a.startStep !== undefined || a.lastStep !== undefined
+              ? `${a.startStep ?? 0}→${a.lastStep ?? a.startStep ?? 0}`
+              : '-',
+            lostWork(
+              a,
+              st.attempts.find((x) => x.n === a.n + 1),
+            ),
+            costText(a),
+            [a.reason, a.message].filter(Boolean).join(': '),
+          ]),
+        ).trimEnd()
+      : '  (none)',
+  );
+  return out;
 }
 
 /**
@@ -183,41 +199,6 @@ function duration(s: number): string {
   if (s < 120) return `${s}s`;
   if (s < 7200) return `${Math.round(s / 60)}m`;
   return `${(s / 3600).toFixed(1)}h`;
-}
-
-/** The object's lines from `git log` of its status file: what changed, when, in which commit. */
-export async function history(
-  r: StatusReader,
-  kind: 'run' | 'dag' | 'sweep',
-  name: string,
-): Promise<string[]> {
-  const file = `${kind}s/${name}.yaml`;
-  const commits = await r.repo.git.log(r.store.ref, { path: file, limit: 50 });
-  const out = ['', safe`History (git log ${r.repo.statusBranch} -- ${file}):`];
-  for (const c of commits.reverse()) {
-    const subject = c.message.split('\n')[0]!;
-    const line = subject.startsWith(`${kind}/${name}:`)
-      ? subject
-      : (c.message
-          .split('\n')
-          .find((l) => l.startsWith(`- ${kind}/${name}:`))
-          ?.slice(2) ?? subject);
-    out.push(safe`  ${new Date(c.time * 1000).toISOString()}  ${c.oid.slice(0, 10)}  ${line}`);
-  }
-  return out;
-}
-
-/** The first lines of `adv describe dag|sweep`: name, phase, message, the spec acted on. */
-export function ownerHeader(name: string, st: OwnerStatusCore): string[] {
-  const out = [
-    safe`Name:         ${name}`,
-    safe`Phase:        ${st.phase}${st.reason ? ` (${st.reason})` : ''}`,
-  ];
-  if (st.message) out.push(safe`Message:      ${st.message}`);
-  out.push(
-    safe`Spec:         ${st.specFile ?? '-'} @ ${(st.specCommit ?? '-').slice(0, 12)} (generation ${st.observedGeneration ?? '-'})`,
-  );
-  return out;
 }
 
 /** `adv describe dag`: the DAG, its conditions, every node (indented by depth) and its history. */
@@ -278,18 +259,4 @@ function lineage(r: StatusReader, name: string, st: RunStatusDoc['status']): str
     .map((d) => `${d.metadata.name} (step ${d.status.forkedFrom!.step})`);
   if (forks.length) out.push(safe`Forks:        ${forks.join(', ')}`);
   return out;
-}
-
-/** The `Conditions:` section, kubectl describe style. */
-export function conditionsSection(conditions: readonly Condition[]): string[] {
-  return [
-    '',
-    'Conditions:',
-    conditions.length
-      ? renderTable(
-          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-          conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
-        ).trimEnd()
-      : '  (none)',
-  ];
 }

@@ -24,6 +24,7 @@ import {
   type LoadResult,
   type PlanReport,
   type Run,
+  type RunSpec,
   type RunPlanItem,
   type RunStatusDoc,
   type SourceStatusDoc,
@@ -93,142 +94,174 @@ Examples:
   adv plan --base origin/main --head HEAD -o markdown > plan.md   # for a pull-request comment
   adv plan --trusted-signers allowed_signers   # would the controller act on HEAD once pushed?`,
     )
-    .action(
-      async (opts: {
-        base?: string;
-        head: string;
-        branch: string;
-        repo?: string;
-        statusBranch?: string;
-        path?: string;
-        output: string;
-        trustedSigners?: string;
-        infraDir?: string;
-        adminSigners?: string;
-      }) => {
-        const signers = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
-        if (opts.infraDir !== undefined && opts.adminSigners !== undefined)
-          throw new AdvError(
-            ErrorCode.UsageError,
-            '--infra-dir and --admin-signers cannot be used together',
-            {
-              hint: 'pass the one the controller is started with',
-            },
-          );
-        const infraOption: InfraOption =
-          opts.infraDir !== undefined
-            ? { from: 'dir', dir: opts.infraDir }
-            : opts.adminSigners !== undefined
-              ? { from: 'signed', signers: await checkTrustedSigners(opts.adminSigners, '--admin-signers') }
-              : { from: 'repo' };
-        const dir = await resolveRepo(opts.repo, io.cwd);
-        const repo = await SpecsRepo.open({ repo: dir, dataDir: cacheDirFor(dir, io.env) });
-        try {
-          const git = repo.git;
-          const resolve = async (ref: string, what: string) => {
-            const oid = await git.resolveRef(ref);
-            if (!oid)
-              throw new AdvError(ErrorCode.NotFound, `${what} ${ref} does not exist in ${dir}`, {
-                hint: 'fetch it first (git fetch origin), or pass --base/--head',
-              });
-            return oid;
-          };
-          const head = await resolve(opts.head, '--head');
-          const baseRef =
-            opts.base ??
-            ((await git.resolveRef(`refs/remotes/origin/${opts.branch}`))
-              ? `refs/remotes/origin/${opts.branch}`
-              : opts.branch);
-          const base = await resolve(baseRef, '--base');
-          const listings = new TreeListingCache(git);
-          // Backends and Storage from where the controller takes them (infra-source.ts).
-          const infra = infraSourceFor(infraOption, { git, specsPath: opts.path ?? '' });
-          await infra.prepare(head);
-          const load = async (commit: string): Promise<LoadResult> =>
-            loadSpecs(
-              new GitTreeSource(git, (await git.readCommit(commit)).tree, listings, opts.path ?? ''),
-              {
-                backendNames: () => infra.backendNames(),
-              },
-            );
-          const [b, h] = await Promise.all([load(base), load(head)]);
-          const acted = infra.take(h);
+    .action((opts: PlanOpts) => planAction(io, opts));
+}
 
-          // The status branch as the controller has it (the remote's, in a CI checkout).
-          const statusBranch = opts.statusBranch ?? 'adventuretime/status';
-          const statusRef = (await git.resolveRef(`refs/remotes/origin/${statusBranch}`))
-            ? `refs/remotes/origin/${statusBranch}`
-            : `refs/heads/${statusBranch}`;
-          const status = new StatusWriter(git, statusRef, { name: 'adv', email: 'adv@localhost' });
-          if (await git.resolveRef(statusRef)) await status.load();
-          // As the controller would judge HEAD pushed to the branch: against the last commit it acted on.
-          const anchor = status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.verified?.commit;
-          const verdict = signers
-            ? await verifyHead(new CommitVerifier(signers, git.gitdir), head, anchor)
-            : undefined;
+interface PlanOpts {
+  base?: string;
+  head: string;
+  branch: string;
+  repo?: string;
+  statusBranch?: string;
+  path?: string;
+  output: string;
+  trustedSigners?: string;
+  infraDir?: string;
+  adminSigners?: string;
+}
 
-          const backends = [...acted.backends].map(([name, { obj }]) => backendInfoOf(name, obj.spec));
-          const storage = acted.storage;
-          // The code refs of HEAD's runs and DAG nodes, as the controller resolves them.
-          const specs = h.objects.flatMap((o) =>
-            o.kind === 'Run'
-              ? [(o.object as Run).spec]
-              : o.kind === 'DAG'
-                ? (o.object as Dag).spec.nodes.map((n) =>
-                    nodeRunSpec(o.name, (o.object as Dag).spec, n, undefined),
-                  )
-                : o.kind === 'Sweep'
-                  ? [(o.object as Sweep).spec.template]
-                  : [],
-          );
-          const codeRefs = await resolveCodeRefs(git, specs, true);
-          const errors = [
-            ...h.diagnostics
-              .filter((d) => d.severity === 'error')
-              .map((d) => ({
-                file: d.file,
-                line: d.line,
-                column: d.column,
-                message: `${d.path ? d.path + ': ' : ''}${d.message}${d.hint ? ` (fix: ${d.hint})` : ''}`,
-              })),
-            ...acted.errors.map((e) => ({
-              file: e.file,
-              line: e.line,
-              column: e.column,
-              message: `${e.message}${e.fix ? ` (fix: ${e.fix})` : ''}`,
-            })),
-          ];
-          const report = planChanges({
-            base: { commit: base, objects: b.objects },
-            head: { commit: head, objects: h.objects, errors },
-            runStatus: (n) => status.get<RunStatusDoc>('Run', n),
-            dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
-            sweepStatus: (n) => status.get<SweepStatusDoc>('Sweep', n),
-            ctx: { now: Date.now(), backends, codeRefs },
-            ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
-          });
-          const text =
-            opts.output === 'json'
-              ? JSON.stringify(verdict ? { ...report, verification: verdict } : report, null, 2) + '\n'
-              : opts.output === 'markdown'
-                ? renderMarkdown(report, baseRef, opts.head, verdict)
-                : renderText(report, baseRef, opts.head, colours(io.stdout, io.env), verdict);
-          io.stdout.write(text);
-          if (verdict && !verdict.ok)
-            throw new AdvError(ErrorCode.SpecInvalid, `the controller would not act on ${opts.head}`, {
-              exitCode: ExitCode.Invalid,
-              quiet: true,
-            });
-          if (report.errors.length)
-            throw new AdvError(ErrorCode.SpecInvalid, 'the plan found invalid specs', {
-              exitCode: ExitCode.Invalid,
-              quiet: true,
-            });
-        } finally {
-          await repo.close();
-        }
-      },
-    );
+type Git = SpecsRepo['git'];
+
+/** `adv plan`: loads BASE and HEAD as the controller would, plans, prints; exit 1 for invalid specs. */
+async function planAction(io: Io, opts: PlanOpts): Promise<void> {
+  const signers = opts.trustedSigners && (await checkTrustedSigners(opts.trustedSigners));
+  const infraOption = await planInfraOption(opts);
+  const dir = await resolveRepo(opts.repo, io.cwd);
+  const repo = await SpecsRepo.open({ repo: dir, dataDir: cacheDirFor(dir, io.env) });
+  try {
+    const git = repo.git;
+    const { head, base, baseRef } = await planRefs(git, opts, dir);
+    const listings = new TreeListingCache(git);
+    // Backends and Storage from where the controller takes them (infra-source.ts).
+    const infra = infraSourceFor(infraOption, { git, specsPath: opts.path ?? '' });
+    await infra.prepare(head);
+    const load = async (commit: string): Promise<LoadResult> =>
+      loadSpecs(new GitTreeSource(git, (await git.readCommit(commit)).tree, listings, opts.path ?? ''), {
+        backendNames: () => infra.backendNames(),
+      });
+    const [b, h] = await Promise.all([load(base), load(head)]);
+    const acted = infra.take(h);
+    const status = await statusOf(git, opts.statusBranch ?? 'adventuretime/status');
+    // As the controller would judge HEAD pushed to the branch: against the last commit it acted on.
+    const anchor = status.get<SourceStatusDoc>('Source', SPECS_SOURCE)?.status.verified?.commit;
+    const verdict = signers
+      ? await verifyHead(new CommitVerifier(signers, git.gitdir), head, anchor)
+      : undefined;
+    const backends = [...acted.backends].map(([name, { obj }]) => backendInfoOf(name, obj.spec));
+    const storage = acted.storage;
+    const codeRefs = await resolveCodeRefs(git, runSpecsOf(h), true);
+    const report = planChanges({
+      base: { commit: base, objects: b.objects },
+      head: { commit: head, objects: h.objects, errors: planErrors(h, acted.errors) },
+      runStatus: (n) => status.get<RunStatusDoc>('Run', n),
+      dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
+      sweepStatus: (n) => status.get<SweepStatusDoc>('Sweep', n),
+      ctx: { now: Date.now(), backends, codeRefs },
+      ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
+    });
+    printPlan(io, opts, report, baseRef, verdict);
+  } finally {
+    await repo.close();
+  }
+}
+
+/** Where Backends and Storage come from, as the controller is started (`--infra-dir`, `--admin-signers`). */
+async function planInfraOption(opts: PlanOpts): Promise<InfraOption> {
+  if (opts.infraDir !== undefined && opts.adminSigners !== undefined)
+    throw new AdvError(ErrorCode.UsageError, '--infra-dir and --admin-signers cannot be used together', {
+      hint: 'pass the one the controller is started with',
+    });
+  return opts.infraDir !== undefined
+    ? { from: 'dir', dir: opts.infraDir }
+    : opts.adminSigners !== undefined
+      ? { from: 'signed', signers: await checkTrustedSigners(opts.adminSigners, '--admin-signers') }
+      : { from: 'repo' };
+}
+
+/** HEAD and BASE as commits; BASE defaults to origin/<branch> when the checkout has it. */
+async function planRefs(
+  git: Git,
+  opts: PlanOpts,
+  dir: string,
+): Promise<{ head: string; base: string; baseRef: string }> {
+  const resolve = async (ref: string, what: string) => {
+    const oid = await git.resolveRef(ref);
+    if (!oid)
+      throw new AdvError(ErrorCode.NotFound, `${what} ${ref} does not exist in ${dir}`, {
+        hint: 'fetch it first (git fetch origin), or pass --base/--head',
+      });
+    return oid;
+  };
+  const head = await resolve(opts.head, '--head');
+  const baseRef =
+    opts.base ??
+    ((await git.resolveRef(`refs/remotes/origin/${opts.branch}`))
+      ? `refs/remotes/origin/${opts.branch}`
+      : opts.branch);
+  return { head, base: await resolve(baseRef, '--base'), baseRef };
+}
+
+/** The status branch as the controller has it (the remote's, in a CI checkout). */
+async function statusOf(git: Git, statusBranch: string): Promise<StatusWriter> {
+  const statusRef = (await git.resolveRef(`refs/remotes/origin/${statusBranch}`))
+    ? `refs/remotes/origin/${statusBranch}`
+    : `refs/heads/${statusBranch}`;
+  const status = new StatusWriter(git, statusRef, { name: 'adv', email: 'adv@localhost' });
+  if (await git.resolveRef(statusRef)) await status.load();
+  return status;
+}
+
+/** The run specs of HEAD's runs, DAG nodes and sweep templates: whose code refs the controller resolves. */
+function runSpecsOf(h: LoadResult): RunSpec[] {
+  return h.objects.flatMap((o) =>
+    o.kind === 'Run'
+      ? [(o.object as Run).spec]
+      : o.kind === 'DAG'
+        ? (o.object as Dag).spec.nodes.map((n) => nodeRunSpec(o.name, (o.object as Dag).spec, n, undefined))
+        : o.kind === 'Sweep'
+          ? [(o.object as Sweep).spec.template]
+          : [],
+  );
+}
+
+/** HEAD's load errors and the infra source's, as plan lines with their fixes. */
+function planErrors(
+  h: LoadResult,
+  infraErrors: readonly { file: string; line: number; column: number; message: string; fix?: string }[],
+): PlanReport['errors'] {
+  return [
+    ...h.diagnostics
+      .filter((d) => d.severity === 'error')
+      .map((d) => ({
+        file: d.file,
+        line: d.line,
+        column: d.column,
+        message: `${d.path ? d.path + ': ' : ''}${d.message}${d.hint ? ` (fix: ${d.hint})` : ''}`,
+      })),
+    ...infraErrors.map((e) => ({
+      file: e.file,
+      line: e.line,
+      column: e.column,
+      message: `${e.message}${e.fix ? ` (fix: ${e.fix})` : ''}`,
+    })),
+  ];
+}
+
+/** Prints the report in the asked format; a quiet exit 1 when HEAD would not be acted on or is invalid. */
+function printPlan(
+  io: Io,
+  opts: PlanOpts,
+  report: PlanReport,
+  baseRef: string,
+  verdict: Verdict | undefined,
+): void {
+  const text =
+    opts.output === 'json'
+      ? JSON.stringify(verdict ? { ...report, verification: verdict } : report, null, 2) + '\n'
+      : opts.output === 'markdown'
+        ? renderMarkdown(report, baseRef, opts.head, verdict)
+        : renderText(report, baseRef, opts.head, colours(io.stdout, io.env), verdict);
+  io.stdout.write(text);
+  if (verdict && !verdict.ok)
+    throw new AdvError(ErrorCode.SpecInvalid, `the controller would not act on ${opts.head}`, {
+      exitCode: ExitCode.Invalid,
+      quiet: true,
+    });
+  if (report.errors.length)
+    throw new AdvError(ErrorCode.SpecInvalid, 'the plan found invalid specs', {
+      exitCode: ExitCode.Invalid,
+      quiet: true,
+    });
 }
 
 /** Whether the controller would act on HEAD, and if not why and what to do: first line a verdict. */

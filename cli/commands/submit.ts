@@ -70,7 +70,10 @@ function collectEnv(arg: string, prev: Record<string, string> = {}): Record<stri
 }
 
 /** `adv submit -- CMD…`: the Run as a spec file committed to the specs repo, the code pinned to a commit. */
-export function registerSubmit(program: Command, io: Io): void {
+/** The whole CLI, to run `adv plan` with (program.ts passes its `runCli`: it imports this file). */
+export type RunCli = (argv: readonly string[], io: Io) => Promise<number>;
+
+export function registerSubmit(program: Command, io: Io, runCli: RunCli): void {
   program
     .command('submit')
     .description(
@@ -120,7 +123,7 @@ Examples:
           hint: 'a run under review starts when its branch is merged: follow it then with adv logs NAME -f',
         });
       if (opts.name !== undefined) checkName(opts.name, 'run', true);
-      const submitted = await submit(command, opts, io);
+      const submitted = await submit(command, opts, io, runCli);
       if (!opts.follow) return;
       const code = await followRun(io, submitted, {
         branch: opts.branch,
@@ -134,7 +137,7 @@ Examples:
 }
 
 /** Snapshots the code, commits the spec (and pushes), prints what was done; returns the run name. */
-async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<string> {
+async function submit(command: string[], opts: SubmitOpts, io: Io, runCli: RunCli): Promise<string> {
   const snap = await snapshotWorkTree(io.cwd);
   const base = opts.file
     ? { file: opts.file, text: await readFile(resolve(io.cwd, opts.file), 'utf8') }
@@ -149,26 +152,10 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
   try {
     const local = !isRemoteUrl(specsArg);
     const onBranch = local && (await checkedOut(wt.dir)) === `refs/heads/${opts.branch}`;
-    let parent = await wt.branchHead();
+    const parent = await wt.branchHead();
     const name = await pickName(wt, parent, command, opts, base, onBranch);
     const rel = `runs/${name}.yaml`;
-    const hasSchemas =
-      (await runGit(['cat-file', '-e', `${parent}:schemas/run.schema.json`], { cwd: wt.dir })).code === 0;
-    const text = submitSpecText({
-      name,
-      command,
-      ...(base ? { base } : {}),
-      ...(opts.on ? { backend: opts.on } : {}),
-      ...(opts.gpus !== undefined ? { gpus: opts.gpus } : {}),
-      env: opts.env,
-      sets: opts.set,
-      code: { ref: snap.commit, ...(home.repo ? { repo: home.repo } : {}) },
-      workingDir: snap.prefix,
-      header: [
-        ...(hasSchemas ? ['yaml-language-server: $schema=../schemas/run.schema.json'] : []),
-        ...headerLines(snap, name),
-      ],
-    });
+    const text = await specTextFor(wt.dir, parent, { name, command, opts, base, snap, home });
     const message = `adv submit: run/${name} (code ${snap.commit.slice(0, 10)}${snap.dirty ? ', a snapshot of uncommitted changes' : ''})`;
     let made = await wt.commitOnto(rel, text, message, parent);
     await validate(wt, made.commit, rel, io);
@@ -179,77 +166,154 @@ async function submit(command: string[], opts: SubmitOpts, io: Io): Promise<stri
     if (home.push) await pushSnapshot(snap, name, home.push);
 
     const target = opts.review ? `refs/heads/adv/submit/${name}` : `refs/heads/${opts.branch}`;
-    if (local) {
-      const cas = await runGit(
-        ['update-ref', '-m', message, target, made.commit, opts.review ? ZERO : parent],
-        {
-          cwd: wt.dir,
-        },
-      );
-      if (cas.code !== 0)
-        throw new AdvError(
-          ErrorCode.GitError,
-          opts.review
-            ? `branch adv/submit/${name} already exists in ${specsArg}; nothing was committed`
-            : `${opts.branch} moved while run/${name} was being committed; nothing was committed`,
-          { hint: opts.review ? 'pick another --name' : 'run the command again' },
-        );
-      // The watched branch is the one checked out: its index and work tree get the new file, as
-      // after a commit of it (nothing else of theirs changes); see docs/loop-submit.md.
-      if (onBranch && !opts.review) {
-        await git(['update-index', '--add', '--cacheinfo', `${made.mode},${made.blob},${rel}`], {
-          cwd: wt.dir,
-        });
-        await wt.write(rel, text);
-      }
-    } else {
-      for (let attempt = 1; ; attempt++) {
-        const code = home.together ? [`+${snap.commit}:${snapshotRef(name)}`] : [];
-        const r = await runGit(
-          ['push', '--quiet', '--atomic', 'origin', `${made.commit}:${target}`, ...code],
-          {
-            cwd: wt.dir,
-            env: credentialEnv(token),
-          },
-        );
-        if (r.code === 0) break;
-        if (opts.review || attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(r.stderr))
-          throw new AdvError(ErrorCode.GitError, `push to ${specsArg} failed: ${r.stderr.trim()}`, {
-            hint: opts.review
-              ? 'pick another --name, or check the token'
-              : 'check that the token may push to the branch',
-          });
-        // Someone pushed first: the same file on top of theirs.
-        await git(
-          [
-            'fetch',
-            '--quiet',
-            '--update-head-ok',
-            'origin',
-            `+refs/heads/${opts.branch}:refs/heads/${opts.branch}`,
-          ],
-          {
-            cwd: wt.dir,
-            env: credentialEnv(token),
-          },
-        );
-        parent = await wt.branchHead();
-        made = await wt.commitOnto(rel, text, message, parent);
-      }
-    }
+    if (local)
+      await landLocally(wt, { target, parent, made, message, rel, text, name, opts, onBranch, specsArg });
+    else
+      made = await pushSpec(wt, {
+        target,
+        made,
+        message,
+        rel,
+        text,
+        name,
+        opts,
+        snap,
+        home,
+        token,
+        specsArg,
+      });
     printSubmitted(io, { name, rel, snap, opts, commit: made.commit });
     if (opts.review)
-      await printPlan(io, {
-        dir: wt.dir,
-        head: local ? target : made.commit,
-        branch: opts.branch,
-        local,
-        name,
-        ...(token ? { token } : {}),
-      });
+      await printPlan(
+        io,
+        {
+          dir: wt.dir,
+          head: local ? target : made.commit,
+          branch: opts.branch,
+          local,
+          name,
+          ...(token ? { token } : {}),
+        },
+        runCli,
+      );
     return name;
   } finally {
     await wt.close();
+  }
+}
+
+type Made = Awaited<ReturnType<SpecsWorkTree['commitOnto']>>;
+
+/** The Run's YAML: the base spec (or a new one) with the command, the code snapshot and the flags. */
+async function specTextFor(
+  dir: string,
+  parent: string,
+  s: {
+    name: string;
+    command: string[];
+    opts: SubmitOpts;
+    base: { file: string; text: string } | undefined;
+    snap: CodeSnapshot;
+    home: CodeHome;
+  },
+): Promise<string> {
+  const { name, opts, snap } = s;
+  const hasSchemas =
+    (await runGit(['cat-file', '-e', `${parent}:schemas/run.schema.json`], { cwd: dir })).code === 0;
+  return submitSpecText({
+    name,
+    command: s.command,
+    ...(s.base ? { base: s.base } : {}),
+    ...(opts.on ? { backend: opts.on } : {}),
+    ...(opts.gpus !== undefined ? { gpus: opts.gpus } : {}),
+    env: opts.env,
+    sets: opts.set,
+    code: { ref: snap.commit, ...(s.home.repo ? { repo: s.home.repo } : {}) },
+    workingDir: snap.prefix,
+    header: [
+      ...(hasSchemas ? ['yaml-language-server: $schema=../schemas/run.schema.json'] : []),
+      ...headerLines(snap, name),
+    ],
+  });
+}
+
+/** The committed spec on its way to its branch: where to, the commit, and what it holds. */
+interface Landing {
+  target: string;
+  made: Made;
+  message: string;
+  rel: string;
+  text: string;
+  name: string;
+  opts: SubmitOpts;
+  specsArg: string;
+}
+
+/** A local specs repo: moves the branch (compare-and-swap) and, when it is checked out, its index and file. */
+async function landLocally(
+  wt: SpecsWorkTree,
+  s: Landing & { parent: string; onBranch: boolean },
+): Promise<void> {
+  const { opts, name, made, rel } = s;
+  const cas = await runGit(
+    ['update-ref', '-m', s.message, s.target, made.commit, opts.review ? ZERO : s.parent],
+    {
+      cwd: wt.dir,
+    },
+  );
+  if (cas.code !== 0)
+    throw new AdvError(
+      ErrorCode.GitError,
+      opts.review
+        ? `branch adv/submit/${name} already exists in ${s.specsArg}; nothing was committed`
+        : `${opts.branch} moved while run/${name} was being committed; nothing was committed`,
+      { hint: opts.review ? 'pick another --name' : 'run the command again' },
+    );
+  // The watched branch is the one checked out: its index and work tree get the new file, as
+  // after a commit of it (nothing else of theirs changes); see docs/loop-submit.md.
+  if (s.onBranch && !opts.review) {
+    await git(['update-index', '--add', '--cacheinfo', `${made.mode},${made.blob},${rel}`], {
+      cwd: wt.dir,
+    });
+    await wt.write(rel, s.text);
+  }
+}
+
+/** A specs repo URL: pushes the commit (with the code snapshot when they share it), again on top of others'. */
+async function pushSpec(
+  wt: SpecsWorkTree,
+  s: Landing & { snap: CodeSnapshot; home: CodeHome; token: string | undefined },
+): Promise<Made> {
+  const { opts } = s;
+  let made = s.made;
+  for (let attempt = 1; ; attempt++) {
+    const code = s.home.together ? [`+${s.snap.commit}:${snapshotRef(s.name)}`] : [];
+    const r = await runGit(['push', '--quiet', '--atomic', 'origin', `${made.commit}:${s.target}`, ...code], {
+      cwd: wt.dir,
+      env: credentialEnv(s.token),
+    });
+    if (r.code === 0) return made;
+    if (opts.review || attempt >= 5 || !/rejected|fetch first|non-fast-forward/.test(r.stderr))
+      throw new AdvError(ErrorCode.GitError, `push to ${s.specsArg} failed: ${r.stderr.trim()}`, {
+        hint: opts.review
+          ? 'pick another --name, or check the token'
+          : 'check that the token may push to the branch',
+      });
+    // Someone pushed first: the same file on top of theirs.
+    await git(
+      [
+        'fetch',
+        '--quiet',
+        '--update-head-ok',
+        'origin',
+        `+refs/heads/${opts.branch}:refs/heads/${opts.branch}`,
+      ],
+      {
+        cwd: wt.dir,
+        env: credentialEnv(s.token),
+      },
+    );
+    made = await wt.commitOnto(s.rel, s.text, s.message, await wt.branchHead());
   }
 }
 
@@ -399,6 +463,7 @@ function printSubmitted(
 async function printPlan(
   io: Io,
   at: { dir: string; head: string; branch: string; local: boolean; name: string; token?: string },
+  runCli: RunCli,
 ): Promise<void> {
   let base = at.branch;
   if (!at.local) {
@@ -422,7 +487,5 @@ async function printPlan(
       );
     base = `refs/heads/${at.branch}`;
   }
-  // Imported here: program.ts imports this file.
-  const { runCli } = await import('../program.js');
   await runCli(['plan', '--repo', at.dir, '--base', base, '--head', at.head, '--branch', at.branch], io);
 }

@@ -12,7 +12,7 @@ import { colours, printable, safe, type Io } from '../output.js';
 import { parseSelector, selectorMatches } from '../selector.js';
 import { openStatus, type StatusReader } from '../status-reader.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
-import { conditionsSection, history, ownerHeader } from './describe.js';
+import { conditionsSection, history, ownerHeader } from '../describe-sections.js';
 
 const ACTIVE = new Set(['Pending', 'Scheduling', 'Queued', 'Running']);
 

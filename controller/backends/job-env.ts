@@ -10,29 +10,8 @@
  */
 
 import { createHash } from 'node:crypto';
-import type { JobRequest } from './types.js';
-
-/** Variables a job on the controller's machine takes from the controller's environment. */
-export const JOB_BASE_ENV: readonly string[] = [
-  'PATH',
-  'HOME',
-  'USER',
-  'LOGNAME',
-  'SHELL',
-  'LANG',
-  'LANGUAGE',
-  'TZ',
-  'TMPDIR',
-  'TERM',
-];
-
-/** The base environment of a job, picked from `from`: `JOB_BASE_ENV` and every `LC_*` locale variable. */
-export function baseJobEnv(from: NodeJS.ProcessEnv): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(from))
-    if (v !== undefined && (JOB_BASE_ENV.includes(k) || k.startsWith('LC_'))) out[k] = v;
-  return out;
-}
+// The base and the setup variables are the worker side's own (the agent starts jobs with them too).
+export { JOB_BASE_ENV, baseJobEnv, setupVariables } from '../../runtime/job-env.js';
 
 /**
  * The values of a backend's `passEnv` names, from `from` (names that are not set there are left
@@ -50,19 +29,6 @@ export function passedEnv(
     else env[n] = v;
   }
   return { env, missing };
-}
-
-/**
- * The variables that carry a job's setup to `adv exec` (the contract every backend delivers):
- * `ADV_SETUP`, the items as a JSON list, and `ADV_UV`, the uv settings as a JSON object; each
- * left out when there is nothing to say. `ADV_CACHE_DIR` is the backend's own (where its hosts
- * keep uv environments): each adapter adds it.
- */
-export function setupVariables(job: Pick<JobRequest, 'setup' | 'uv'>): Record<string, string> {
-  return {
-    ...(job.setup?.length ? { ADV_SETUP: JSON.stringify(job.setup) } : {}),
-    ...(job.uv ? { ADV_UV: JSON.stringify(job.uv) } : {}),
-  };
 }
 
 /** The variable that names a run for experiment trackers, the same in every attempt. */

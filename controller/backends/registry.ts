@@ -8,7 +8,7 @@ import { gcpTpuBackend } from './gcp-tpu/index.js';
 import { localBackend } from './local/index.js';
 import { slurmBackend } from './slurm/index.js';
 import { sshBackend } from './ssh/index.js';
-import type { BackendInfo } from '../reconcile/solver.js';
+import type { BackendInfo } from './backend-info.js';
 import type { Backend as BackendObject } from '../spec/schema.js';
 import { ONE_HOST_TRAITS, type BackendDescriptor, type BackendList } from './types.js';
 import { vastaiBackend } from './vastai/index.js';

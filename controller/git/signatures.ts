@@ -10,20 +10,33 @@ import { spawn } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { AdvError, ErrorCode } from '../errors.js';
-import { Reason } from '../status/types.js';
 import { toolEnv } from '../internal/child-env.js';
 import { runGit } from './native.js';
 
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
-/** Why a head is not acted on (the `Verified` condition's reason when False). */
-export type VerifyReason =
-  | typeof Reason.Unsigned
-  | typeof Reason.UntrustedSigner
-  | typeof Reason.BadSignature
-  | typeof Reason.NotDescendant
-  | typeof Reason.VerificationError
-  | typeof Reason.Unanchored;
+/**
+ * Why a head is not acted on (the `Verified` condition's reason when False). Declared here, where
+ * they are decided; status/types.ts's `Reason` includes them.
+ */
+export const VerifyReason = {
+  /** The head carries no signature. */
+  Unsigned: 'Unsigned',
+  /** The head is signed, but not by a key of the trusted signers file (or not by SSH). */
+  UntrustedSigner: 'UntrustedSigner',
+  /** The head's signature does not match its content. */
+  BadSignature: 'BadSignature',
+  /** The head does not descend from the last verified commit acted on: a rollback. */
+  NotDescendant: 'NotDescendant',
+  /** The signature could not be checked (ssh-keygen missing, the file unreadable). */
+  VerificationError: 'VerificationError',
+  /**
+   * No verified commit to measure a rollback against: a fresh data dir and no
+   * `--trust-from`. Nothing is acted on until the operator names one.
+   */
+  Unanchored: 'Unanchored',
+} as const;
+export type VerifyReason = (typeof VerifyReason)[keyof typeof VerifyReason];
 
 /** The verdict on one commit. */
 export interface Verdict {
@@ -72,10 +85,10 @@ export function verdictOf(
     fix,
     ...(check.key ? { signer: check.key } : {}),
   });
-  if (kind === 'none') return refuse(Reason.Unsigned, `commit ${commit} is not signed`);
+  if (kind === 'none') return refuse(VerifyReason.Unsigned, `commit ${commit} is not signed`);
   if (kind !== 'ssh')
     return refuse(
-      Reason.UntrustedSigner,
+      VerifyReason.UntrustedSigner,
       `commit ${commit} has ${kind === 'openpgp' ? 'an OpenPGP' : kind === 'x509' ? 'an X.509' : 'an unknown'} signature; only SSH signatures by keys in ${file} are trusted`,
     );
   switch (check.status) {
@@ -88,7 +101,7 @@ export function verdictOf(
       };
     case 'U':
       return refuse(
-        Reason.UntrustedSigner,
+        VerifyReason.UntrustedSigner,
         `commit ${commit} is signed by key ${check.key || '(unknown)'}, which ${file} does not list`,
         `${sign}, or add the key to ${file} as a line "<principal> <key type> <public key>"`,
       );
@@ -96,17 +109,17 @@ export function verdictOf(
     case 'Y':
     case 'R':
       return refuse(
-        Reason.UntrustedSigner,
+        VerifyReason.UntrustedSigner,
         `commit ${commit} is signed by key ${check.key || '(unknown)'}, which is expired or revoked`,
       );
     case 'B':
       return refuse(
-        Reason.BadSignature,
+        VerifyReason.BadSignature,
         `the signature of commit ${commit} does not verify: the commit was changed after it was signed, or the signature is corrupt`,
       );
     default:
       return refuse(
-        Reason.BadSignature,
+        VerifyReason.BadSignature,
         `the signature of commit ${commit} cannot be checked (git says ${check.status || 'nothing'})`,
       );
   }
@@ -118,7 +131,7 @@ export function notDescendant(v: Verdict, anchor: string): Verdict {
     commit: v.commit,
     ok: false,
     ...(v.signer ? { signer: v.signer } : {}),
-    reason: Reason.NotDescendant,
+    reason: VerifyReason.NotDescendant,
     message: `commit ${v.commit} (signed by ${v.signer ?? 'a trusted key'}) does not descend from ${anchor}, the last verified commit acted on: moving the branch back to older or other history is refused as a rollback`,
     fix: `to undo a change, sign a new commit on top of ${anchor} that reverts it (git revert) and push that`,
   };

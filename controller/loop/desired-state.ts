@@ -25,7 +25,7 @@ import {
 import { EnvironmentIndex } from '../spec/environments.js';
 import { isObjectName, SCHEMAS, type Run, type StorageSpec } from '../spec/schema.js';
 import type { LoadError } from '../status/types.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../../runtime/version.js';
 import type { LoadedBackend } from './adapters.js';
 import { infraOptionFor, infraSourceFor, type InfraOption, type InfraSource } from './infra-source.js';
 import { errText } from './observer.js';

@@ -4,7 +4,7 @@
  * and stages what it returns; nothing here reads or writes anything.
  */
 import type { BackendInfo } from '../reconcile/solver.js';
-import { EndClass } from '../reconcile/classify.js';
+import { EndClass } from '../status/types.js';
 import {
   ConditionType,
   setCondition,

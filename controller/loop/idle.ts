@@ -6,7 +6,8 @@
 import { AdvError, ErrorCode } from '../errors.js';
 import { isLiveAttempt } from '../reconcile/run-plan.js';
 import type { StatusWriter } from '../status/writer.js';
-import { TERMINAL_PHASES, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
+import { TERMINAL_PHASES } from '../status/phases.js';
+import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
 import type { SweepStatusDoc } from '../status/types.js';
 import type { DesiredState } from './desired-state.js';
 

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { ObjectStore } from '../../runtime/store/index.js';
 import { readOutputManifest } from '../../runtime/artifacts.js';
-import { EndClass } from '../reconcile/classify.js';
+import { EndClass } from '../status/types.js';
 import { DagPlanCaches, planDag, type DagPlanContext } from '../reconcile/dag-plan.js';
 import { resolveCodeRefs, resolveCodeRepos, type CodeRepoStates } from '../reconcile/desired.js';
 import type { GitPort } from '../git/port.js';
@@ -22,7 +22,6 @@ import type { ControllerMetrics } from '../metrics.js';
 import type { StatusWriter } from '../status/writer.js';
 import {
   Reason,
-  TERMINAL_PHASES,
   type Attempt,
   type DagStatusDoc,
   type RunStatus,
@@ -33,36 +32,10 @@ import type { DesiredState } from './desired-state.js';
 import { ownerKey, runKey, splitKey } from './desired-state.js';
 import { SweepPlanCaches } from '../reconcile/sweep-plan.js';
 import { reconcileSweep } from './sweep-reconcile.js';
-import type { SweepStatusDoc } from '../status/types.js';
 import type { Observation } from './observer.js';
+import type { PassScope } from './pass-scope.js';
+import { TERMINAL_PHASES } from '../status/phases.js';
 import type { ReconcileResult } from './requeue.js';
-
-/** What one pass's reconciles share: its inputs, and what they hand out to later reconciles. */
-export interface PassScope {
-  desired: DesiredState;
-  status: StatusWriter;
-  observation: Observation;
-  planContext: PlanContext;
-  /** The plan context's backends by name: the pass counts its own picks into them. */
-  infos: Map<string, BackendInfo>;
-  objects: ObjectStore | undefined;
-  storeUrl: string | undefined;
-  dagCaches: DagPlanCaches;
-  /** Outputs (`run/output`) seen complete: a manifest, once written, stays. */
-  outputsReady: Set<string>;
-  /** Each DAG's status at the start of the pass (its commit message lists every node that moved). */
-  dagPassBase: Map<string, DagStatusDoc | undefined>;
-  /** Sweep points and child Runs kept between passes (sweep-plan.ts). */
-  sweepCaches: SweepPlanCaches;
-  /** Each Sweep's status at the start of the pass (its commit message lists every point that moved). */
-  sweepPassBase: Map<string, SweepStatusDoc | undefined>;
-  /** Runs waiting for a backend to have room (`NoCapacity`), woken when an attempt ends. */
-  waitingForCapacity: Set<string>;
-  /** Says a key should be looked at (now) in this pass or the next. */
-  hint(key: string): void;
-  metrics: ControllerMetrics;
-  logger: Logger;
-}
 
 /** Where a pass's scope comes from: the controller's long-lived parts. */
 export interface ScopeSources {

@@ -6,7 +6,7 @@
  */
 import { planSweep } from '../reconcile/sweep-plan.js';
 import type { RunStatusDoc, SweepStatusDoc } from '../status/types.js';
-import type { PassScope } from './reconcilers.js';
+import type { PassScope } from './pass-scope.js';
 
 /** Plans one Sweep: stages its status and sets its children in the desired state. */
 export function reconcileSweep(s: PassScope, name: string): void {

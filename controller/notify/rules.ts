@@ -5,7 +5,7 @@
 import { checkSelector, SELECTOR_HINT } from '../selector.js';
 import { formatPath } from '../spec/diagnostic.js';
 import type { Locator } from '../spec/parse.js';
-import type { BackendRef } from '../spec/rules.js';
+import type { BackendRef } from '../spec/refs.js';
 import type { Alert, Provider } from '../spec/schema.js';
 
 type Path = (string | number)[];

@@ -8,7 +8,7 @@ import { createHmac } from 'node:crypto';
 import { redactText } from '../../runtime/redact.js';
 import type { ProviderSpec } from '../spec/schema.js';
 import type { AlertDelivery } from '../status/types.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../../runtime/version.js';
 import { githubRepoOf } from './rules.js';
 
 export const EVENT_ID_HEADER = 'X-AdventureTime-Event-Id';

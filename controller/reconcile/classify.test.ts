@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ExitReason } from '../../runtime/records.js';
 import { mapSlurmState } from '../backends/slurm/index.js';
 import { JobState, observedFromExit } from '../backends/types.js';
-import { classifyEnd, EndClass } from './classify.js';
+import { classifyEnd } from './classify.js';
+import { EndClass } from '../status/types.js';
 
 describe('classifyEnd over every SLURM state (the 24 of squeue(1) JOB STATE CODES)', () => {
   // [state, slurm reason, exit code, class] — `undefined`: not an end (yet).

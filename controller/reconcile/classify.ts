@@ -20,23 +20,7 @@
  */
 import { ExitReason } from '../../runtime/records.js';
 import { JobState, type ObservedJob } from '../backends/types.js';
-
-export const EndClass = {
-  Succeeded: 'Succeeded',
-  Preempted: 'Preempted',
-  Infrastructure: 'Infrastructure',
-  UserError: 'UserError',
-  Timeout: 'Timeout',
-  Cancelled: 'Cancelled',
-  /**
-   * A setup step (Backend, Environment or Run `setup`, a module, the uv sync) failed on the host
-   * and the workload never started: often host-specific, so the next attempt goes elsewhere first.
-   */
-  SetupFailed: 'SetupFailed',
-  /** The attempt could not start for a reason only a person can fix; no budget, no backend health. */
-  Stalled: 'Stalled',
-} as const;
-export type EndClass = (typeof EndClass)[keyof typeof EndClass];
+import { EndClass } from '../status/types.js';
 
 /** Backend words for an end caused by the machine, not the code. */
 const INFRA_REASONS = new Set([

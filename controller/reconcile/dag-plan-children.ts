@@ -4,7 +4,6 @@
  * sorting the nodes again, on every pass.
  */
 import type { DagNode, DagSpec, RunSpec } from '../spec/schema.js';
-import type { DesiredDag } from './dag-plan.js';
 import { canonicalJson, generationOf, RETRY_ANNOTATION, type DesiredRun } from './run-plan-model.js';
 
 /** Child run name of a node. */
@@ -135,7 +134,14 @@ export class DagPlanCaches {
    * asks the Run planner for a new attempt of it. Built and hashed once, not every pass.
    */
   childRun(
-    desired: DesiredDag,
+    /** The DAG (a `DesiredDag`, by shape: the caches sit below the planner's model). */
+    desired: {
+      name: string;
+      spec: DagSpec;
+      labels?: Record<string, string>;
+      generation: string;
+      file: string;
+    },
     node: DagNode,
     storeUrl: string | undefined,
     stop: boolean,

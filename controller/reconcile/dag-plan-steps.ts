@@ -16,7 +16,7 @@ import {
   type RunStatusDoc,
 } from '../status/types.js';
 import { childName, type DagPlanCaches } from './dag-plan-children.js';
-import type { DagPlan, DagPlanContext, DagPlanInput, DesiredDag, InvalidDag } from './dag-plan.js';
+import type { DagPlan, DagPlanContext, DagPlanInput, DesiredDag, InvalidDag } from './dag-plan-model.js';
 import {
   canonicalJson,
   generationOf,

@@ -4,78 +4,25 @@
  * is, and reports the actions they return; nothing here decides anything itself.
  */
 import jsonpatch from 'fast-json-patch';
-import type { Operation } from 'fast-json-patch';
 import type { LoadedObject } from '../spec/loader.js';
+import type { RunStatusDoc } from '../status/types.js';
 import type { RunSpec } from '../spec/schema.js';
-import type { DagStatusDoc, RunStatusDoc } from '../status/types.js';
-import type { SweepStatusDoc } from '../status/types.js';
-import { planSweepChanges, type SweepPlanItem } from './sweep-plan-changes.js';
+import { planSweepChanges } from './sweep-plan-changes.js';
+import type { ItemFn, PlanInput, PlanReport, RunChange } from './plan-changes-model.js';
 import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
 import { EnvironmentIndex, shortRef } from '../spec/environments.js';
 import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
-export type RunChange =
-  /** A new run (or a DAG node that would start): submitted to `backend`. */
-  | 'start'
-  /** Waits: no backend can take it, a code ref is missing, … (`why`). */
-  | 'wait'
-  /** A changed spec whose change is applied to the live run (mutable fields only). */
-  | 'update'
-  /** A changed spec with immutable fields, `onSpecChange: Restart`: cancel, then a new attempt. */
-  | 'restart'
-  /** A changed spec with immutable fields on a started run: the controller refuses it. */
-  | 'reject'
-  /** Removed, or suspended: live attempts are cancelled. */
-  | 'cancel'
-  /** Changed, but nothing happens (a finished run, a label). */
-  | 'noop';
-
-export interface RunPlanItem {
-  run: string;
-  change: RunChange;
-  /** The spec file (HEAD's, or BASE's for a removal). */
-  file: string;
-  /** DAG that owns it. */
-  owner?: string;
-  /** The Sweep it is a point of (then `owner` is that Sweep, not a DAG). */
-  sweep?: string;
-  backend?: string;
-  /** The solver's reasons, or why it waits, or what is refused. */
-  why?: string;
-  /** JSON Patch from BASE's spec to HEAD's (empty for new and removed runs). */
-  patch: Operation[];
-  /** Paths of the patch that cannot be applied to a started run. */
-  immutable: string[];
-}
-
-export interface PlanError {
-  file: string;
-  line: number;
-  column: number;
-  message: string;
-}
-
-export interface PlanReport {
-  base: string;
-  head: string;
-  runs: RunPlanItem[];
-  dags: { dag: string; file: string; change: 'new' | 'changed' | 'removed'; summary: string }[];
-  /** Sweeps added, changed or removed: the points added and cancelled. */
-  sweeps?: SweepPlanItem[];
-  errors: PlanError[];
-}
-
-export interface PlanInput {
-  base: { commit: string; objects: readonly LoadedObject[] };
-  head: { commit: string; objects: readonly LoadedObject[]; errors: PlanError[] };
-  runStatus: (name: string) => RunStatusDoc | undefined;
-  dagStatus: (name: string) => DagStatusDoc | undefined;
-  sweepStatus?: (name: string) => SweepStatusDoc | undefined;
-  /** Backends as the controller would see them from HEAD's specs. */
-  ctx: Omit<PlanContext, 'specCommit'>;
-  storeUrl?: string;
-}
+export type {
+  ItemFn,
+  PlanError,
+  PlanInput,
+  PlanReport,
+  RunChange,
+  RunPlanItem,
+  SweepPlanItem,
+} from './plan-changes-model.js';
 
 const runsOf = (objects: readonly LoadedObject[]) => {
   const environments = new EnvironmentIndex(objects);
@@ -117,13 +64,6 @@ export function planChanges(input: PlanInput): PlanReport {
   report.runs.sort((x, y) => (x.run < y.run ? -1 : 1));
   return report;
 }
-
-export type ItemFn = (
-  name: string,
-  desired: DesiredRun | undefined,
-  baseSpec: RunSpec | undefined,
-  file: string,
-) => void;
 
 /** What the Run planner would do with one run, as a plan line. */
 function runItem(

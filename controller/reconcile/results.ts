@@ -11,7 +11,7 @@ import {
   type Attempt,
   type RunStatusDoc,
 } from '../status/types.js';
-import { EndClass } from './classify.js';
+import { EndClass } from '../status/types.js';
 import { summaryOf } from './run-plan.js';
 
 export function recordSubmitted(

@@ -17,7 +17,8 @@ import {
   type RunStatus,
   type RunStatusDoc,
 } from '../status/types.js';
-import { classifyEnd, EndClass } from './classify.js';
+import { classifyEnd } from './classify.js';
+import { EndClass } from '../status/types.js';
 import { formatMoney, runCost } from '../status/cost.js';
 import {
   DEFAULT_HEARTBEAT_TIMEOUT_SEC,

@@ -1,7 +1,7 @@
 /**
  * The Run planner's vocabulary: what goes in (desired, current, observed, context), what comes
- * out (the next status and actions), its constants, and the small status-document helpers every
- * step uses. No planning happens here; run-plan.ts composes the steps.
+ * out (the next status and actions), the pipeline's working state (`RunWork`), its constants, and
+ * the small status-document helpers every step uses. No planning happens here; run-plan.ts composes the steps.
  */
 import { createHash } from 'node:crypto';
 import type { ObservedJob } from '../backends/types.js';
@@ -13,10 +13,12 @@ import {
   ConditionType,
   Phase,
   Reason,
+  removeCondition,
   setCondition,
   type Attempt,
   type Condition,
   type Heartbeat,
+  type RunStatus,
   type RunStatusDoc,
 } from '../status/types.js';
 import type { BackendInfo } from './solver.js';
@@ -228,4 +230,41 @@ export function markInvalid(
     now,
   );
   st.specFile = invalid.file;
+}
+
+/** What a step returns to end the pipeline; the plan is then the working state as it stands. */
+export const STOP = 'stop';
+/** `STOP`, or undefined to go on with the next step. */
+export type StepResult = typeof STOP | undefined;
+
+/** The working state of one `planRun` call once there is a spec to act on. */
+export interface RunWork {
+  readonly name: string;
+  readonly desired: DesiredRun;
+  /** The status before this pass: never edited. */
+  readonly current: RunStatusDoc | undefined;
+  readonly observed: ObservedJob | undefined;
+  readonly heartbeat: Heartbeat | undefined;
+  readonly ctx: PlanContext;
+  /** `ctx.now` as an ISO time, for the status. */
+  readonly now: string;
+  /** The next status: a copy of `current` (or a new one) that the steps edit in place. */
+  readonly doc: RunStatusDoc;
+  /** The spec acted on: what has been applied of the desired one (set by `diffSpec`). */
+  spec: RunSpec;
+  /** Clauses for the summary, after its headline. */
+  readonly events: string[];
+  readonly actions: RunAction[];
+  /** Look again after this long even without an event. */
+  requeueAfterMs?: number;
+  /** The summary's headline, when the step that ended the pipeline has its own. */
+  headline?: string;
+}
+
+/** One step of the Run pipeline. */
+export type RunStep = (w: RunWork) => StepResult;
+
+/** The run can be tried again: a person acted, or what held it is gone. */
+export function clearStalled(st: RunStatus): void {
+  st.conditions = removeCondition(st.conditions, ConditionType.Stalled);
 }

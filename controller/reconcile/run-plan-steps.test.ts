@@ -24,14 +24,12 @@ import {
   resume,
   retryAnnotation,
   RUN_STEPS,
-  schedule,
   specDeleted,
   startWork,
-  STOP,
   suspend,
-  type RunWork,
-  type StepResult,
 } from './run-plan-steps.js';
+import { schedule } from './run-plan-schedule.js';
+import { STOP, type RunWork, type StepResult } from './run-plan-model.js';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -5,10 +5,9 @@
  * the pipeline by returning `STOP`. Each is exported to be tested on its own.
  */
 import jsonpatch, { type Operation } from 'fast-json-patch';
-import { jobNameFor, type ObservedJob } from '../backends/types.js';
-import type { CodeRepoState } from '../git/code-repos.js';
+import type { ObservedJob } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
-import { SCHEDULING_PHASES, TERMINAL_PHASES } from '../status/phases.js';
+import { TERMINAL_PHASES } from '../status/phases.js';
 import {
   AttemptPhase,
   ConditionType,
@@ -16,22 +15,12 @@ import {
   Reason,
   removeCondition,
   setCondition,
-  type Attempt,
-  type Heartbeat,
   type RunStatus,
   type RunStatusDoc,
 } from '../status/types.js';
-import { EndClass } from './classify.js';
+import { EndClass } from '../status/types.js';
 import { WORKER_HEARTBEAT_MISSING, workerConditions } from './run-plan-workers.js';
-import {
-  applyHeartbeat,
-  applyObservation,
-  costLimitMessage,
-  guardrails,
-  heartbeatTimeoutMs,
-  hours,
-  runTimeMs,
-} from './run-plan-attempts.js';
+import { applyHeartbeat, applyObservation, guardrails, heartbeatTimeoutMs } from './run-plan-attempts.js';
 import {
   cancelAction,
   clone,
@@ -53,40 +42,12 @@ import {
   type RunAction,
   type RunPlan,
   type RunPlanInput,
+  clearStalled,
+  STOP,
+  type RunStep,
+  type RunWork,
 } from './run-plan-model.js';
-import { solve, type Decision } from './solver.js';
-
-/** What a step returns to end the pipeline; the plan is then the working state as it stands. */
-export const STOP = 'stop';
-/** `STOP`, or undefined to go on with the next step. */
-export type StepResult = typeof STOP | undefined;
-
-/** The working state of one `planRun` call once there is a spec to act on. */
-export interface RunWork {
-  readonly name: string;
-  readonly desired: DesiredRun;
-  /** The status before this pass: never edited. */
-  readonly current: RunStatusDoc | undefined;
-  readonly observed: ObservedJob | undefined;
-  readonly heartbeat: Heartbeat | undefined;
-  readonly ctx: PlanContext;
-  /** `ctx.now` as an ISO time, for the status. */
-  readonly now: string;
-  /** The next status: a copy of `current` (or a new one) that the steps edit in place. */
-  readonly doc: RunStatusDoc;
-  /** The spec acted on: what has been applied of the desired one (set by `diffSpec`). */
-  spec: RunSpec;
-  /** Clauses for the summary, after its headline. */
-  readonly events: string[];
-  readonly actions: RunAction[];
-  /** Look again after this long even without an event. */
-  requeueAfterMs?: number;
-  /** The summary's headline, when the step that ended the pipeline has its own. */
-  headline?: string;
-}
-
-/** One step of the Run pipeline. */
-export type RunStep = (w: RunWork) => StepResult;
+import { schedule } from './run-plan-schedule.js';
 
 /** Cancelled for one of these reasons, the run resumes by itself when the cause goes away. */
 const SELF_UNDOING_CANCELS: ReadonlySet<string | undefined> = new Set([Reason.Suspended, Reason.SpecDeleted]);
@@ -435,216 +396,6 @@ export const lostCondition: RunStep = (w) => {
 
 // ---------------------------------------------------------------------------------------------
 // 4. A new attempt, or the completion of a write-ahead record
-
-/**
- * A new attempt when none is live and one is due. Ends the pipeline whenever the run has no live
- * attempt; a human-fixable cause (a code ref or secret that does not resolve) stalls the run.
- */
-export const schedule: RunStep = (w) => {
-  const st = w.doc.status;
-  if (isLiveAttempt(st.attempts.at(-1)) || !SCHEDULING_PHASES.has(st.phase)) return undefined;
-  if (outOfTotalTime(w) || inBackoff(w) || heldStall(w)) return STOP;
-  const codeCommit = codeCommitOf(w);
-  if (typeof codeCommit !== 'object') return codeCommit;
-  const missing = missingSecrets(w);
-  if (missing) return stall(w, Reason.SecretMissing, missing);
-  clearStalled(st);
-  const choice = solve(w.spec, w.ctx.backends, st.attempts, w.ctx.now);
-  if (choice.backend) createAttempt(w, choice.backend, choice.why, codeCommit.commit);
-  else waitForBackend(w, choice);
-  return STOP;
-};
-
-/**
- * The commit the next attempt runs: the pinned one, else `code.ref` resolved in the specs repo,
- * or, for `code.repo`, what the caller found there. Code still being fetched waits (the fetch
- * names the run when it ends); what a person must fix stalls the run.
- */
-function codeCommitOf(w: RunWork): { commit: string } | StepResult {
-  const st = w.doc.status;
-  if (w.spec.code?.repo) return codeRepoCommit(w, w.ctx.codeRepos?.get(w.name));
-  const codeRef = w.spec.code?.ref;
-  const commit = st.codeCommit ?? (codeRef ? w.ctx.codeRefs.get(codeRef) : w.ctx.specCommit);
-  if (commit) return { commit };
-  return stall(
-    w,
-    Reason.CodeRefNotFound,
-    `code.ref "${codeRef}" does not name a branch, tag or commit of the repository`,
-  );
-}
-
-const CODE_REPO_FIX: Record<string, string> = {
-  SecretMissing: 'set it where the controller reads secrets, then adv reconcile run',
-  CodeRefNotFound: 'push that branch or tag to the repository, or fix code.ref',
-  CodeFetchFailed: 'fix what the message says; the controller tries again on its own',
-  CodeRepoInvalid: 'fix the repository or code.repo',
-};
-
-function codeRepoCommit(w: RunWork, s: CodeRepoState | undefined): { commit: string } | StepResult {
-  if (s?.state === 'ready') return { commit: s.commit };
-  if (s?.state === 'failed') {
-    const fix = CODE_REPO_FIX[s.reason] ?? 'fix code.repo';
-    const r = stall(w, s.reason, `${s.message} (fix: ${fix}${fix.endsWith('run') ? ` ${w.name}` : ''})`);
-    if (s.retryInMs !== undefined) w.requeueAfterMs = s.retryInMs;
-    return r;
-  }
-  const message = s?.message ?? `waiting for the code of ${w.spec.code?.repo}`;
-  setPhase(w.doc, Phase.Pending, Reason.FetchingCode, message);
-  w.doc.status.conditions = setCondition(
-    w.doc.status.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason: Reason.FetchingCode, message },
-    w.now,
-  );
-  w.requeueAfterMs = 5_000;
-  return STOP;
-}
-
-/**
- * A submission the operating system refused for this very spec (arguments too large, a NUL byte),
- * or a fork whose source checkpoint is not in the store, is not tried again until the spec
- * changes, or a person asks (`adv reconcile`, `adv retry`): every retry would fail the same way.
- */
-const HELD_STALLS: ReadonlySet<string> = new Set([
-  'ArgumentsTooLarge',
-  'NulByte',
-  // The fork's source checkpoint is not in the store: asking again copies nothing more.
-  Reason.ForkSourceMissing,
-]);
-
-function heldStall(w: RunWork): boolean {
-  const c = w.doc.status.conditions.find((x) => x.type === ConditionType.Stalled && x.status === 'True');
-  return c !== undefined && HELD_STALLS.has(c.reason) && c.observedGeneration === w.desired.generation;
-}
-
-/** When a secret of the spec does not resolve: which, where the controller looked, and the fix. */
-function missingSecrets(w: RunWork): string | undefined {
-  const names = w.spec.secrets ?? [];
-  const message = names.length ? w.ctx.missingSecrets?.(names) : undefined;
-  if (!message) return undefined;
-  const several = names.filter((n) => w.ctx.missingSecrets?.([n])).length > 1;
-  return `${message}; set ${several ? 'them' : 'it'} in the controller's environment, then adv reconcile run ${w.name}`;
-}
-
-/** `maxTotalHours` or `maxCost` reached between attempts: the run fails instead of starting another. */
-function outOfTotalTime(w: RunWork): boolean {
-  const st = w.doc.status;
-  const overBudget = costLimitMessage(st.attempts, w.spec, w.ctx.now);
-  if (overBudget) {
-    delete st.nextAttemptAfter;
-    setPhase(w.doc, Phase.Failed, Reason.CostLimitExceeded, overBudget);
-    clearStalled(st);
-    return true;
-  }
-  const total = runTimeMs(st.attempts, w.ctx.now);
-  const max = w.spec.policy?.maxTotalHours;
-  if (max === undefined || total < max * 3_600_000) return false;
-  delete st.nextAttemptAfter;
-  setPhase(
-    w.doc,
-    Phase.Failed,
-    Reason.TotalTimeExceeded,
-    `the run's attempts ran ${hours(total)} in total, past policy.maxTotalHours (${max}h)`,
-  );
-  clearStalled(st);
-  return true;
-}
-
-/** The next attempt is not due yet (backoff, restart grace): look again when it is. */
-function inBackoff(w: RunWork): boolean {
-  const due = w.doc.status.nextAttemptAfter ? Date.parse(w.doc.status.nextAttemptAfter) : 0;
-  if (due <= w.ctx.now) return false;
-  w.requeueAfterMs = due - w.ctx.now;
-  return true;
-}
-
-/**
- * A human must act: Pending with `Stalled=True` and `Scheduled=False`. No requeue (a timer would
- * only repeat the message) and no attempt, so nothing counts against a backend.
- */
-function stall(w: RunWork, reason: string, message: string): StepResult {
-  const st = w.doc.status;
-  setPhase(w.doc, Phase.Pending, reason, message);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason, message },
-    w.now,
-  );
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Stalled, status: 'True', reason, message },
-    w.now,
-  );
-  return STOP;
-}
-
-function clearStalled(st: RunStatus): void {
-  st.conditions = removeCondition(st.conditions, ConditionType.Stalled);
-}
-
-/** No backend can take the run now: wait (NoCapacity: one may free up soon). */
-function waitForBackend(w: RunWork, choice: Decision): void {
-  const st = w.doc.status;
-  const reason = choice.wait === 'NoCapacity' ? Reason.NoCapacity : Reason.NoBackend;
-  setPhase(w.doc, Phase.Pending, reason, choice.why);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason, message: choice.why },
-    w.now,
-  );
-  w.requeueAfterMs = reason === Reason.NoCapacity ? 10_000 : 30_000;
-}
-
-/** Writes the attempt's write-ahead record (`Submitting`), and asks for its submission. */
-function createAttempt(w: RunWork, backend: string, why: string, codeCommit: string): void {
-  const st = w.doc.status;
-  st.codeCommit = codeCommit;
-  const code = w.ctx.codeRepos?.get(w.name);
-  if (w.spec.code?.repo && code?.state === 'ready') st.codeRepo = code.repo;
-  else delete st.codeRepo;
-  const n = (st.attempts.at(-1)?.n ?? 0) + 1;
-  const attempt: Attempt = {
-    n,
-    backend,
-    jobName: jobNameFor(w.name, n, jobNameMaxOf(w.ctx, backend)),
-    phase: AttemptPhase.Submitting,
-    submittedAt: w.now,
-    specCommit: st.specCommit ?? w.ctx.specCommit,
-    codeCommit,
-    ...(w.ctx.controllerId ? { controller: w.ctx.controllerId } : {}),
-    ...priceOf(w, backend),
-    why,
-  };
-  st.attempts.push(attempt);
-  delete st.nextAttemptAfter;
-  setPhase(w.doc, Phase.Scheduling, 'Submitting', `submitting attempt ${n} to ${backend}`);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'True', reason: 'BackendChosen', message: why },
-    w.now,
-  );
-  w.actions.push({ type: 'submit', run: w.name, attempt: n, backend, jobName: attempt.jobName });
-}
-
-/**
- * The longest job name `backend` accepts (its type's traits); 63, Kubernetes', for a backend
- * passed in without traits.
- */
-/**
- * The attempt's price, from the Backend's `capabilities.costPerHour` (per node) and the nodes the
- * run spans; a backend that creates what it runs on (no queue of its own) bills from the submit.
- */
-function priceOf(w: RunWork, backend: string): Pick<Attempt, 'price'> {
-  const info = w.ctx.backends.find((b) => b.name === backend);
-  const perNode = info?.spec.capabilities?.costPerHour;
-  if (perNode === undefined) return {};
-  const perHour = perNode * (w.spec.resources?.nodes ?? 1);
-  return { price: { perHour, from: info?.traits.queuesWhenFull ? 'started' : 'submitted' } };
-}
-
-function jobNameMaxOf(ctx: PlanContext, backend: string): number {
-  const info = ctx.backends.find((b) => b.name === backend);
-  return info?.traits?.jobNameMax ?? 63;
-}
 
 /**
  * A write-ahead record without a job id: the submission may or may not have happened. Its

@@ -7,16 +7,8 @@
  * is in run-plan-attempts.ts, the vocabulary in run-plan-model.ts. This module composes them and
  * is the one to import.
  */
-import {
-  finishWork,
-  invalidSpec,
-  isSettled,
-  RUN_STEPS,
-  specDeleted,
-  startWork,
-  STOP,
-} from './run-plan-steps.js';
-import type { PlanContext, RunPlan, RunPlanInput } from './run-plan-model.js';
+import { finishWork, invalidSpec, isSettled, RUN_STEPS, specDeleted, startWork } from './run-plan-steps.js';
+import { STOP, type PlanContext, type RunPlan, type RunPlanInput } from './run-plan-model.js';
 
 export type { BackendInfo } from './solver.js';
 export {

@@ -4,7 +4,7 @@ import { BACKENDS, descriptorFor } from '../backends/registry.js';
 import type { Capacity } from '../backends/types.js';
 import type { Backend, RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
-import { EndClass } from './classify.js';
+import { EndClass } from '../status/types.js';
 import { freeGpus, solve, type BackendInfo } from './solver.js';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');

@@ -16,29 +16,14 @@
  */
 import { modeRefusal } from '../backends/checkpoint-mode.js';
 import { describeTpuSlice, parseTpuType, tpuSliceMismatch, type TpuSlice } from '../backends/tpu-slice.js';
-import { declaredGpuTypes, type BackendTraits, type Capacity } from '../backends/types.js';
-import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
+import type { BackendInfo } from '../backends/backend-info.js';
+import { declaredGpuTypes, type Capacity } from '../backends/types.js';
+import type { RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
-import { EndClass } from './classify.js';
+import { EndClass } from '../status/types.js';
 
-export interface BackendInfo {
-  name: string;
-  spec: BackendObject['spec'];
-  /** What its type can do (from its descriptor in the registry). */
-  traits: BackendTraits;
-  /** An adapter exists for its type and it is not suspended. */
-  usable: boolean;
-  /** Why not, when not usable. */
-  why?: string;
-  /** What `capacity()` said lately, where the backend can tell. */
-  capacity?: Capacity;
-  /** Live attempts on it (for `maxConcurrent`); the controller counts this pass's picks in. */
-  active?: number;
-  /** GPUs this pass already handed to runs planned before (not yet in `capacity`). */
-  reservedGpus?: number;
-  /** Set while the backend has failed several runs in a row (its status file says which). */
-  degraded?: string;
-}
+// Declared beside the registry, which builds it; the solver is its main reader.
+export type { BackendInfo };
 
 export interface Decision {
   /** The chosen backend; absent when the run has to wait. */

@@ -5,20 +5,10 @@
 import type { LoadedObject } from '../spec/loader.js';
 import { expandPoints, pointRunName } from '../spec/sweep-params.js';
 import type { RunSpec } from '../spec/schema.js';
-import type { ItemFn, PlanInput, PlanReport } from './plan-changes.js';
+import type { ItemFn, PlanInput, PlanReport } from './plan-changes-model.js';
 import type { PlanContext } from './run-plan.js';
 import { desiredSweep } from './desired.js';
 import { planSweep, type DesiredSweep } from './sweep-plan.js';
-
-/** One Sweep of the plan: the points added and the points cancelled (removed), by child run name. */
-export interface SweepPlanItem {
-  sweep: string;
-  file: string;
-  change: 'new' | 'changed' | 'removed';
-  added: string[];
-  cancelled: string[];
-  summary: string;
-}
 
 const sweepsOf = (objects: readonly LoadedObject[]) =>
   new Map(objects.filter((o) => o.kind === 'Sweep').map((o) => [o.name, desiredSweep(o)]));

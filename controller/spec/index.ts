@@ -12,4 +12,5 @@ export {
 } from './loader.js';
 export { DirectorySource, type SpecSource, type SpecFileRef, isSpecFile } from './source.js';
 export { WorkTreeSource } from './worktree-source.js';
-export { findCycle, devicesOf } from './rules.js';
+export { findCycle } from './dag-rules.js';
+export { devicesOf } from './parallelism-rules.js';

@@ -13,15 +13,8 @@ import { byLocation } from './diagnostic.js';
 import { DEFAULT_LIMITS, fileTooLarge, parseFile, type ParseLimits } from './parse.js';
 import { storeCredentialNames } from '../storage.js';
 import { checkpointModeDiagnostics, checkpointModeRefsOf, type ModeRef } from './checkpoint-rules.js';
-import {
-  backendRefsOf,
-  BACKEND_SECRET_HINT,
-  backendSecretRefsOf,
-  childRefsOf,
-  documentRules,
-  type BackendRef,
-  type ChildRef,
-} from './rules.js';
+import { BACKEND_SECRET_HINT, documentRules } from './rules.js';
+import { backendRefsOf, backendSecretRefsOf, childRefsOf, type BackendRef, type ChildRef } from './refs.js';
 import {
   environmentRefsOf,
   resolveRef,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { devicesOf, findCycle } from './rules.js';
+import { findCycle } from './dag-rules.js';
+import { devicesOf } from './parallelism-rules.js';
 import { SpecLoader } from './loader.js';
 
 describe('findCycle', () => {

@@ -1,8 +1,8 @@
 /**
  * Every set of phases the controller decides on, in one place: which runs are finished, which
  * attempts may still hold a job, when a new attempt is scheduled, which DAG nodes hold up the
- * nodes after them. The members are literals checked against the phase types (not `Phase.X`) so
- * that types.ts can re-export from here without a load-order cycle.
+ * nodes after them. The members are literals checked against the phase types (not `Phase.X`): this
+ * module needs only types.ts's types.
  */
 import type { AttemptPhase, DagNodeStatus, Phase } from './types.js';
 

@@ -2,7 +2,7 @@
  * What the controller writes to the status branch: one YAML file per object. Kubernetes-shaped
  * (phase, conditions with observedGeneration) so it reads like `kubectl get -o yaml`.
  */
-import type { EndClass } from '../reconcile/classify.js';
+import { VerifyReason } from '../git/signatures.js';
 import type { DagSpec, RunSpec, SweepSpec } from '../spec/schema.js';
 
 /** A run's (or DAG's) phase, as `adv get` shows it. */
@@ -19,8 +19,26 @@ export const Phase = {
 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
-/** Kept here for existing imports; every set of phases lives in phases.ts. */
-export { TERMINAL_PHASES } from './phases.js';
+/**
+ * How an attempt ended, as its status records it: the class alone decides what happens next
+ * (reconcile/classify.ts assigns it, run-plan.ts acts on it).
+ */
+export const EndClass = {
+  Succeeded: 'Succeeded',
+  Preempted: 'Preempted',
+  Infrastructure: 'Infrastructure',
+  UserError: 'UserError',
+  Timeout: 'Timeout',
+  Cancelled: 'Cancelled',
+  /**
+   * A setup step (Backend, Environment or Run `setup`, a module, the uv sync) failed on the host
+   * and the workload never started: often host-specific, so the next attempt goes elsewhere first.
+   */
+  SetupFailed: 'SetupFailed',
+  /** The attempt could not start for a reason only a person can fix; no budget, no backend health. */
+  Stalled: 'Stalled',
+} as const;
+export type EndClass = (typeof EndClass)[keyof typeof EndClass];
 
 /** An attempt's own phase: `Submitting` is the write-ahead record made before the backend is asked. */
 export const AttemptPhase = { Submitting: 'Submitting', ...Phase } as const;
@@ -111,21 +129,8 @@ export const Reason = {
   Loaded: 'Loaded',
   /** (Source) The head is signed by a key of the trusted signers file. */
   TrustedSigner: 'TrustedSigner',
-  /** (Source) The head carries no signature. */
-  Unsigned: 'Unsigned',
-  /** (Source) The head is signed, but not by a key of the trusted signers file (or not by SSH). */
-  UntrustedSigner: 'UntrustedSigner',
-  /** (Source) The head's signature does not match its content. */
-  BadSignature: 'BadSignature',
-  /** (Source) The head does not descend from the last verified commit acted on: a rollback. */
-  NotDescendant: 'NotDescendant',
-  /** (Source) The signature could not be checked (ssh-keygen missing, the file unreadable). */
-  VerificationError: 'VerificationError',
-  /**
-   * (Source) No verified commit to measure a rollback against: a fresh data dir and no
-   * `--trust-from`. Nothing is acted on until the operator names one.
-   */
-  Unanchored: 'Unanchored',
+  /** (Source) Why a head is not acted on: the signature check's own words (git/signatures.ts). */
+  ...VerifyReason,
 } as const;
 
 /** One aspect of a status, Kubernetes-style: True, False or Unknown, with the reason why. */

@@ -16,14 +16,13 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { LocalBackend } from '../../controller/backends/local/index.js';
-import { isEnded, type JobHandle, type JobRequest } from '../../controller/backends/types.js';
+import { LocalJobs, type LocalJob } from '../local-jobs.js';
 import { isSameProcessAlive } from '../proc.js';
 import { EXEC_FILE, EXIT_FILE, readJson, type ExecRecord, type ExitRecord } from '../records.js';
 import { LEASE_FILE, readLease, writeLease } from '../lease.js';
 import { AgentClient, AgentHttpError } from './client.js';
 import type { AgentCapabilities, AgentPolicy, Claim, Enrolled, HeartbeatAnswer } from './protocol.js';
-import { policyAllows } from '../../controller/backends/agent/match.js';
+import { policyAllows } from './policy.js';
 
 export interface AgentOptions {
   controller: string;
@@ -304,8 +303,8 @@ export class Agent {
   private async superviseJob(c: ClaimFile, claim: Claim | undefined): Promise<void> {
     const dir = join(this.jobsDir, c.job);
     const log = this.o.logger.child({ job: c.job, epoch: c.epoch });
-    const local = new LocalBackend(this.o.name, this.localCtx(claim), this.jobsDir);
-    let handle: JobHandle | undefined = claim ? undefined : await local.find(c.job);
+    const local = this.localJobs(claim);
+    let handle: number | undefined = claim ? undefined : await local.find(c.job);
     let launching = claim ? this.launch(local, claim, dir).then((h) => (handle = h)) : undefined;
     let cancelAsked = false;
     const beatEvery = Math.max(500, c.heartbeatSec * 1000);
@@ -334,11 +333,7 @@ export class Agent {
       const exit = readJson<ExitRecord>(dir, EXIT_FILE);
       if (exit) {
         if (await this.report(c, 'complete', { exit }, log)) return;
-      } else if (
-        handle &&
-        !this.alive(dir) &&
-        (await local.poll([handle]).then(([o]) => o && isEnded(o.state)))
-      ) {
+      } else if (handle && !this.alive(dir) && local.ended(c.job)) {
         const gone = {
           exitCode: 137,
           reason: 'Signaled',
@@ -361,7 +356,7 @@ export class Agent {
           if (a?.cancel && !cancelAsked && handle) {
             cancelAsked = true;
             log.info('the controller asks to stop the job');
-            await local.cancel(handle);
+            await local.cancel(c.job);
           }
         } catch (e) {
           if (e instanceof AgentHttpError && (e.status === 409 || e.status === 401)) {
@@ -408,7 +403,8 @@ export class Agent {
     return true;
   }
 
-  private async launch(local: LocalBackend, claim: Claim, dir: string): Promise<JobHandle> {
+  /** Fetches the attempt's code and starts it: adv exec's pid. */
+  private async launch(local: LocalJobs, claim: Claim, dir: string): Promise<number> {
     const code = await this.client
       .call<Buffer>('GET', `/jobs/${claim.job}/code?epoch=${claim.epoch}`, undefined, 300_000)
       .catch((e: unknown) => {
@@ -424,49 +420,42 @@ export class Agent {
       throw Object.assign(new Error('the lease ran out while the code was fetched'), {
         reason: 'LeaseExpired',
       });
-    const request: JobRequest = {
+    const request: LocalJob = {
       jobName: claim.job,
       run: claim.run,
       attempt: claim.attempt,
-      spec: claim.spec as JobRequest['spec'],
+      spec: claim.spec as LocalJob['spec'],
       argv: claim.argv,
       code: claim.code,
       env: claim.env,
       secretEnv: claim.secretEnv,
       ...(claim.store ? { store: claim.store } : {}),
     };
-    return local.submit(request);
+    return local.start(request);
   }
 
-  /** The local backend's context: the code comes from the tarball this agent fetched for the job. */
-  private localCtx(claim: Claim | undefined): ConstructorParameters<typeof LocalBackend>[1] {
-    const notHere = () => Promise.reject(new Error('the agent ships no code'));
-    return {
-      dataDir: this.o.stateDir,
+  /** This agent's jobs, run as the local backend runs them; the code comes from the tarball it fetched. */
+  private localJobs(claim: Claim | undefined): LocalJobs {
+    return new LocalJobs({
+      jobsDir: this.jobsDir,
       logger: this.o.logger,
       now: Date.now,
       hostEnv: this.o.env ?? process.env,
-      ssh: () => {
-        throw new Error('the agent opens no SSH connection');
-      },
-      code: {
-        treeOf: notHere,
-        payload: notHere,
-        extractTo: (_commit, _path, dest) =>
-          new Promise<void>((resolve, reject) => {
-            if (!claim) return reject(new Error('no claim to extract'));
-            execFile('tar', ['-xzf', join(this.jobsDir, claim.job, 'code.tar.gz'), '-C', dest], (err) =>
-              err
-                ? reject(
-                    Object.assign(new Error(`cannot extract the code: ${err.message}`), {
-                      reason: 'CodeFetchFailed',
-                    }),
-                  )
-                : resolve(),
-            );
-          }),
-      },
-    };
+      cacheDir: join(this.o.stateDir, 'cache'),
+      extractTo: (_commit, _path, dest) =>
+        new Promise<void>((resolve, reject) => {
+          if (!claim) return reject(new Error('no claim to extract'));
+          execFile('tar', ['-xzf', join(this.jobsDir, claim.job, 'code.tar.gz'), '-C', dest], (err) =>
+            err
+              ? reject(
+                  Object.assign(new Error(`cannot extract the code: ${err.message}`), {
+                    reason: 'CodeFetchFailed',
+                  }),
+                )
+              : resolve(),
+          );
+        }),
+    });
   }
 
   private alive(dir: string): boolean {

@@ -6,7 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { availableParallelism, hostname, platform, release, totalmem } from 'node:os';
-import { parseNvidiaSmi } from '../../controller/backends/remote/capacity.js';
+import { NVIDIA_SMI_QUERY, parseNvidiaSmi } from '../nvidia-smi.js';
 import type { AgentCapabilities } from './protocol.js';
 
 /** Runs a probe: its stdout, or undefined when it is missing, fails or hangs. */
@@ -27,11 +27,7 @@ const round1 = (x: number) => Math.round(x * 10) / 10;
 
 export async function detectCapabilities(env: NodeJS.ProcessEnv = process.env): Promise<AgentCapabilities> {
   const [gpuList, banner, python, torch] = await Promise.all([
-    probe(
-      'nvidia-smi',
-      ['--query-gpu=index,name,memory.total,memory.used', '--format=csv,noheader,nounits'],
-      env,
-    ),
+    probe('nvidia-smi', [...NVIDIA_SMI_QUERY], env),
     probe('nvidia-smi', [], env),
     probe('python3', ['--version'], env),
     probe('python3', ['-c', 'import torch; print(torch.__version__)'], env),

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { VERSION } from '../../controller/version.js';
+import { VERSION } from '../version.js';
 import { wheelName } from './wheel.js';
 
 const read = (rel: string) => readFileSync(new URL(rel, import.meta.url), 'utf8');

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { VERSION } from '../../controller/version.js';
+import { VERSION } from '../version.js';
 
 const run = promisify(execFile);
 

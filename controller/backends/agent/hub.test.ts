@@ -6,7 +6,8 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentCapabilities, Claim, Enrolled } from '../../../runtime/agent/protocol.js';
 import type { JobRequest } from '../types.js';
-import { AgentHub, type AgentRec, type PoolBinding, type Refusal } from './hub.js';
+import { AgentHub, type PoolBinding, type Refusal } from './hub.js';
+import type { AgentRec } from './hub-state.js';
 
 const TOKEN = 'the-enrollment-token-0123456789';
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -8,12 +8,14 @@
  * out is ended `Lost` (the controller resumes it elsewhere) and its epoch is dead: the agent that
  * held it gets 409 for everything it says about it. After a restart every claim counts as renewed
  * at start-up (the agents had no one to talk to), so a claim is honoured, never handed out again.
+ *
+ * What the journal rebuilds (agents, attempts, claims, epochs) and the views of it are in
+ * hub-state.ts; this class journals, answers and times.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type {
-  AgentCapabilities,
   AgentSummary,
   Claim,
   ClaimRequest,
@@ -37,7 +39,18 @@ import {
 import { checkExit, checkTime, type TimeWindow } from './checks.js';
 import { setupVariables } from '../job-env.js';
 import { Journal } from './journal.js';
-import { needOf, policyAllows, selectorMatches, unfitBecause, type Need } from './match.js';
+import { needOf, policyAllows, selectorMatches, unfitBecause } from './match.js';
+import {
+  agentSummary,
+  HubState,
+  OFFLINE_AFTER_MS,
+  stateOf,
+  type AgentRec,
+  type Entry,
+  type JobEnd,
+  type JobRec,
+  type QueuedJob,
+} from './hub-state.js';
 
 /** An `agent` Backend as the hub knows it: the pool its attempts go to, and how to reach its ports. */
 export interface PoolBinding {
@@ -53,64 +66,6 @@ export interface PoolBinding {
   code: CodeExporter;
 }
 
-export interface AgentRec {
-  name: string;
-  tokenHash: string;
-  pools: string[];
-  labels: Record<string, string>;
-  capabilities: AgentCapabilities;
-  enrolledAt: string;
-  drained?: boolean;
-  revoked?: boolean;
-}
-
-interface QueuedJob {
-  job: string;
-  backend: string;
-  pool: string;
-  run: string;
-  attempt: number;
-  need: Need;
-  runLabels: Record<string, string>;
-  queuedAt: string;
-}
-
-interface JobEnd {
-  state: JobState;
-  reason: string;
-  message?: string;
-  exitCode?: number;
-  startedAt?: string;
-  finishedAt?: string;
-}
-
-interface JobRec extends QueuedJob {
-  agent?: string;
-  /**
-   * The enrollment that holds the claim (its token's hash), not only the agent's name: a name
-   * revoked and enrolled again is a new identity, and inherits nothing of the old one's claims.
-   */
-  enrollment?: string;
-  epoch?: number;
-  claimedAt?: string;
-  startedAt?: string;
-  cancel?: boolean;
-  end?: JobEnd;
-}
-
-type Entry =
-  | { op: 'agent'; a: AgentRec }
-  /** The highest epoch handed out (a compacted journal may no longer hold its claim). */
-  | { op: 'epoch'; n: number }
-  | { op: 'queue'; j: QueuedJob }
-  /** `enrollment` is absent from journals written before claims were bound to it: the name's enrollment then. */
-  | { op: 'claim'; job: string; agent: string; enrollment?: string; epoch: number; at: string }
-  | { op: 'start'; job: string; at: string }
-  | { op: 'cancel'; job: string }
-  | { op: 'release'; job: string }
-  | { op: 'end'; job: string; end: JobEnd }
-  | { op: 'forget'; job: string };
-
 /** An answer the HTTP layer sends as is. */
 export interface Refusal {
   status: 400 | 401 | 403 | 404 | 409;
@@ -124,8 +79,6 @@ interface Waiter {
   resolve: (c: Claim | undefined) => void;
 }
 
-/** An agent not heard from for this long shows as Offline (a long poll lasts at most 50 s). */
-const OFFLINE_AFTER_MS = 90_000;
 /**
  * An agent's changed capabilities are journaled at most this often; in between they are kept in
  * memory only (every claim sends them again, and claims match what the claim sends), so an agent
@@ -146,20 +99,14 @@ export interface HubOptions {
 
 export class AgentHub {
   private readonly journal: Journal<Entry>;
-  private readonly agents = new Map<string, AgentRec>();
-  private readonly byToken = new Map<string, string>();
-  private readonly jobs = new Map<string, JobRec>();
-  /** Queued job names, oldest first. */
-  private readonly queued = new Set<string>();
-  private readonly requests = new Map<string, JobRequest>();
-  private readonly lastBeat = new Map<string, number>();
+  /** What the journal rebuilds: agents, attempts, claims, epochs. */
+  private readonly s = new HubState();
   private readonly lastSeen = new Map<string, number>();
   private readonly bindings = new Map<string, PoolBinding>();
   private waiters: Waiter[] = [];
   private closed = false;
   private readonly closers: (() => void)[] = [];
   private readonly capabilitiesJournaledAt = new Map<string, number>();
-  private epoch = 0;
   private readonly compactMin: number;
   private compactAt: number;
 
@@ -170,9 +117,9 @@ export class AgentHub {
     opts: HubOptions = {},
   ) {
     this.journal = new Journal(join(dataDir, 'agents', 'journal.jsonl'));
-    for (const e of this.journal.replay()) this.apply(e);
+    for (const e of this.journal.replay()) this.s.apply(e);
     const t = this.now();
-    for (const j of this.jobs.values()) if (j.agent && !j.end) this.lastBeat.set(j.job, t);
+    for (const j of this.s.jobs.values()) if (j.agent && !j.end) this.s.lastBeat.set(j.job, t);
     this.compactMin = this.compactAt = opts.compactAtBytes ?? COMPACT_AT_BYTES;
     this.compactIfGrown();
   }
@@ -196,8 +143,8 @@ export class AgentHub {
     const queued = new Set<string>();
     const t = iso(this.now());
     for (const r of requests) {
-      this.requests.set(r.jobName, r);
-      if (this.jobs.has(r.jobName) || queued.has(r.jobName)) continue;
+      this.s.requests.set(r.jobName, r);
+      if (this.s.jobs.has(r.jobName) || queued.has(r.jobName)) continue;
       queued.add(r.jobName);
       const j: QueuedJob = {
         job: r.jobName,
@@ -216,7 +163,7 @@ export class AgentHub {
   }
 
   has(job: string): boolean {
-    return this.jobs.has(job);
+    return this.s.jobs.has(job);
   }
 
   /**
@@ -228,7 +175,7 @@ export class AgentHub {
     if (owned && !this.closed) {
       const polled = new Set(handles.map((h) => h.jobName));
       const sweep: Entry[] = [];
-      for (const j of this.jobs.values()) {
+      for (const j of this.s.jobs.values()) {
         if (j.backend !== backend || owned.has(j.job) || polled.has(j.job)) continue;
         if (j.end || !j.agent) sweep.push({ op: 'forget', job: j.job });
         else if (!j.cancel) sweep.push({ op: 'cancel', job: j.job });
@@ -242,7 +189,7 @@ export class AgentHub {
 
   private observed(h: JobHandle): ObservedJob {
     const base = { jobName: h.jobName, jobId: h.jobId };
-    const j = this.jobs.get(h.jobName);
+    const j = this.s.jobs.get(h.jobName);
     if (!j)
       return {
         ...base,
@@ -251,38 +198,12 @@ export class AgentHub {
         message: 'the agent hub has no record of it',
       };
     this.expireIfStale(j);
-    if (j.end) {
-      const { state, reason, ...rest } = j.end;
-      return { ...base, state, reason, ...rest };
-    }
-    if (!j.agent) return { ...base, state: JobState.Pending, reason: 'Queued', message: this.whyQueued(j) };
-    if (!j.startedAt)
-      return {
-        ...base,
-        state: JobState.Pending,
-        reason: 'Claimed',
-        message: `claimed by agent ${j.agent}, starting`,
-      };
-    return { ...base, state: JobState.Running, startedAt: j.startedAt, message: `on agent ${j.agent}` };
-  }
-
-  /** Why a queued attempt waits: which agents could take it, and why the others cannot. */
-  private whyQueued(j: JobRec): string {
-    const pool = [...this.agents.values()].filter((a) => !a.revoked && a.pools.includes(j.pool));
-    if (!pool.length) return `waiting for an agent of pool ${j.pool}: none is enrolled`;
-    const reasons = pool.map((a) => {
-      if (a.drained) return `${a.name}: drained`;
-      const why = unfitBecause(j.need, a.capabilities);
-      return why ? `${a.name}: ${why}` : undefined;
-    });
-    const fit = reasons.filter((r) => r === undefined).length;
-    if (fit) return `waiting for one of ${fit} fitting agent(s) of pool ${j.pool} to be free`;
-    return `no agent of pool ${j.pool} can run it (${reasons.slice(0, 3).join('; ')}${reasons.length > 3 ? '; …' : ''})`;
+    return { ...base, ...stateOf(j, this.s.agents.values()) };
   }
 
   /** Stops an attempt: a queued one ends now, a claimed one is told to stop at its next heartbeat. */
   cancel(job: string): void {
-    const j = this.jobs.get(job);
+    const j = this.s.jobs.get(job);
     if (!j || j.end) return;
     if (!j.agent)
       this.commit({
@@ -296,9 +217,9 @@ export class AgentHub {
   /** Free GPUs: those of the ready, idle agents of this backend's pool heard from lately. */
   capacity(backend: string): Capacity {
     const b = this.bindings.get(backend);
-    const busy = new Set([...this.jobs.values()].filter((j) => j.agent && !j.end).map((j) => j.agent!));
+    const busy = new Set([...this.s.jobs.values()].filter((j) => j.agent && !j.end).map((j) => j.agent!));
     const t = this.now();
-    const idle = [...this.agents.values()].filter(
+    const idle = [...this.s.agents.values()].filter(
       (a) =>
         b &&
         !a.revoked &&
@@ -342,7 +263,7 @@ export class AgentHub {
         status: 403,
         error: `this token opens pool(s) ${[...new Set(opened.map((b) => b.pool))].join(', ')}, not ${body.pools!.join(', ')}`,
       };
-    const existing = this.agents.get(body.name);
+    const existing = this.s.agents.get(body.name);
     if (existing && !existing.revoked)
       return {
         status: 409,
@@ -365,8 +286,8 @@ export class AgentHub {
   /** The agent a bearer token belongs to, unless revoked; marks it seen. */
   authenticate(token: string | undefined): AgentRec | undefined {
     if (!token) return undefined;
-    const name = this.byToken.get(sha256(token));
-    const a = name ? this.agents.get(name) : undefined;
+    const name = this.s.byToken.get(sha256(token));
+    const a = name ? this.s.agents.get(name) : undefined;
     if (!a || a.revoked) return undefined;
     this.lastSeen.set(a.name, this.now());
     return a;
@@ -402,13 +323,13 @@ export class AgentHub {
    * claim: they are those it enrolled with, so a Backend's `selector` means what enrollment said.
    */
   private noteCapabilities(agent: AgentRec, req: ClaimRequest): void {
-    const a = this.agents.get(agent.name);
+    const a = this.s.agents.get(agent.name);
     if (!a || a.tokenHash !== agent.tokenHash) return;
     if (JSON.stringify(req.capabilities) === JSON.stringify(a.capabilities)) return;
     const next: AgentRec = { ...a, capabilities: req.capabilities };
     const t = this.now();
     if (t - (this.capabilitiesJournaledAt.get(a.name) ?? -Infinity) < CAPABILITIES_JOURNALED_EVERY_MS)
-      return void this.agents.set(a.name, next); // journaled with its next change or compaction
+      return void this.s.agents.set(a.name, next); // journaled with its next change or compaction
     this.capabilitiesJournaledAt.set(a.name, t);
     this.commit({ op: 'agent', a: next });
   }
@@ -418,7 +339,7 @@ export class AgentHub {
     if ('status' in j) return j;
     const started = checkTime(body.startedAt, 'startedAt', this.window(j));
     if ('error' in started) return { status: 400, error: started.error };
-    this.lastBeat.set(job, this.now());
+    this.s.lastBeat.set(job, this.now());
     if (started.value && !j.startedAt) this.commit({ op: 'start', job, at: started.value });
     return { cancel: Boolean(j.cancel), leaseSec: this.binding(j)?.staleAfterSec ?? 0 };
   }
@@ -476,14 +397,14 @@ export class AgentHub {
     const j = this.held(agent, job, epoch);
     if ('status' in j) return j;
     const b = this.binding(j);
-    const r = this.requests.get(job) ?? b?.requestFor(job);
+    const r = this.s.requests.get(job) ?? b?.requestFor(job);
     if (!b || !r) return { status: 409, error: `${job} has no live attempt any more` };
     return b.code.payload(await b.code.treeOf(r.code.commit, r.code.path));
   }
 
   /** The claim `agent` holds on `job` under `epoch`, or the 409 that tells it to stop. */
   private held(agent: AgentRec, job: string, epoch: number): JobRec | Refusal {
-    const j = this.jobs.get(job);
+    const j = this.s.jobs.get(job);
     if (j) this.expireIfStale(j);
     if (!j || j.enrollment !== agent.tokenHash || j.epoch !== epoch || j.end)
       return {
@@ -497,29 +418,14 @@ export class AgentHub {
 
   summaries(): AgentSummary[] {
     const t = this.now();
-    return [...this.agents.values()].map((a) => {
-      const jobs = this.claimsOf(a).map((j) => j.job);
-      const seen = this.lastSeen.get(a.name);
-      const state: AgentSummary['state'] = a.revoked
-        ? 'Revoked'
-        : a.drained
-          ? jobs.length
-            ? 'Draining'
-            : 'Drained'
-          : seen === undefined || t - seen > OFFLINE_AFTER_MS
-            ? 'Offline'
-            : 'Ready';
-      return {
-        name: a.name,
-        pools: a.pools,
-        labels: a.labels,
-        capabilities: a.capabilities,
-        state,
-        enrolledAt: a.enrolledAt,
-        ...(seen !== undefined ? { lastSeen: iso(seen) } : {}),
-        jobs,
-      };
-    });
+    return [...this.s.agents.values()].map((a) =>
+      agentSummary(
+        a,
+        this.claimsOf(a).map((j) => j.job),
+        this.lastSeen.get(a.name),
+        t,
+      ),
+    );
   }
 
   /**
@@ -528,7 +434,7 @@ export class AgentHub {
    * host is no longer trusted to run or report them, and no later enrollment of its name can.
    */
   setAgent(name: string, change: 'drain' | 'resume' | 'revoke'): AgentSummary | Refusal {
-    const a = this.agents.get(name);
+    const a = this.s.agents.get(name);
     if (!a) return { status: 404, error: `no agent named ${name} is enrolled (adv get agents lists them)` };
     if (a.revoked && change !== 'revoke')
       return { status: 409, error: `agent ${name} is revoked: enroll it again` };
@@ -586,7 +492,7 @@ export class AgentHub {
   private expireIfStale(j: JobRec): void {
     if (!j.agent || j.end || this.closed) return;
     const stale = (this.binding(j)?.staleAfterSec ?? 120) * 1000;
-    const last = this.lastBeat.get(j.job) ?? this.now();
+    const last = this.s.lastBeat.get(j.job) ?? this.now();
     if (this.now() - last <= stale) return;
     const secs = Math.round((this.now() - last) / 1000);
     this.logger.warn({ job: j.job, agent: j.agent, epoch: j.epoch }, 'agent lease expired');
@@ -604,24 +510,24 @@ export class AgentHub {
 
   /** The live claims this enrollment holds. */
   private claimsOf(a: AgentRec): JobRec[] {
-    return [...this.jobs.values()].filter((j) => j.enrollment === a.tokenHash && !j.end);
+    return [...this.s.jobs.values()].filter((j) => j.enrollment === a.tokenHash && !j.end);
   }
 
   /** The first queued attempt this agent can take, claimed for it; undefined when none fits. */
   private tryClaim(agent: AgentRec, req: ClaimRequest): Claim | undefined {
     if (this.closed) return undefined;
-    const a = this.agents.get(agent.name);
+    const a = this.s.agents.get(agent.name);
     if (!a || a.tokenHash !== agent.tokenHash || a.revoked || a.drained) return undefined;
-    for (const job of this.queued) {
-      const j = this.jobs.get(job)!;
+    for (const job of this.s.queued) {
+      const j = this.s.jobs.get(job)!;
       const b = this.binding(j);
       if (!b || !a.pools.includes(j.pool) || !selectorMatches(b.selector, a.labels)) continue;
       if (unfitBecause(j.need, req.capabilities) || !policyAllows(req.policy, j.run, j.runLabels)) continue;
-      const r = this.requests.get(job) ?? b.requestFor(job);
+      const r = this.s.requests.get(job) ?? b.requestFor(job);
       if (!r) continue; // no live attempt (yet): the sweep forgets it
-      const epoch = this.epoch + 1;
+      const epoch = this.s.epoch + 1;
       this.commit({ op: 'claim', job, agent: a.name, enrollment: a.tokenHash, epoch, at: iso(this.now()) });
-      this.lastBeat.set(job, this.now());
+      this.s.lastBeat.set(job, this.now());
       this.logger.info({ job, agent: a.name, epoch }, 'attempt claimed');
       const leaseSec = b.staleAfterSec;
       return {
@@ -647,7 +553,7 @@ export class AgentHub {
 
   /** Hands queued attempts to waiting agents, oldest waiter first. */
   private offer(): void {
-    if (!this.queued.size || !this.waiters.length) return;
+    if (!this.s.queued.size || !this.waiters.length) return;
     for (const w of [...this.waiters]) {
       if (!w.alive()) {
         this.waiters = this.waiters.filter((x) => x !== w);
@@ -658,7 +564,7 @@ export class AgentHub {
       if (!c) continue;
       this.waiters = this.waiters.filter((x) => x !== w);
       w.resolve(c);
-      if (!this.queued.size) return;
+      if (!this.s.queued.size) return;
     }
   }
 
@@ -666,7 +572,7 @@ export class AgentHub {
   private commit(...entries: Entry[]): void {
     if (this.closed) throw new Error('the agent hub is closed: the controller is stopping');
     this.journal.append(...entries);
-    for (const e of entries) this.apply(e);
+    for (const e of entries) this.s.apply(e);
     this.compactIfGrown();
   }
 
@@ -674,89 +580,8 @@ export class AgentHub {
   private compactIfGrown(): void {
     if (this.journal.bytes <= this.compactAt) return;
     const before = this.journal.bytes;
-    this.journal.rewrite(this.snapshot());
+    this.journal.rewrite(this.s.snapshot());
     this.compactAt = Math.max(this.compactMin, 4 * this.journal.bytes);
     this.logger.debug({ before, after: this.journal.bytes }, 'agent journal compacted');
-  }
-
-  private apply(e: Entry): void {
-    switch (e.op) {
-      case 'agent': {
-        const old = this.agents.get(e.a.name);
-        if (old) this.byToken.delete(old.tokenHash);
-        this.agents.set(e.a.name, e.a);
-        if (!e.a.revoked) this.byToken.set(e.a.tokenHash, e.a.name);
-        return;
-      }
-      case 'epoch':
-        this.epoch = Math.max(this.epoch, e.n);
-        return;
-      case 'queue':
-        this.jobs.set(e.j.job, { ...e.j });
-        this.queued.add(e.j.job);
-        return;
-      case 'forget':
-        this.jobs.delete(e.job);
-        this.queued.delete(e.job);
-        this.requests.delete(e.job);
-        this.lastBeat.delete(e.job);
-        return;
-    }
-    const j = this.jobs.get(e.job);
-    if (!j) return;
-    switch (e.op) {
-      case 'claim':
-        Object.assign(j, {
-          agent: e.agent,
-          enrollment: e.enrollment ?? this.agents.get(e.agent)?.tokenHash,
-          epoch: e.epoch,
-          claimedAt: e.at,
-        });
-        this.epoch = Math.max(this.epoch, e.epoch);
-        this.queued.delete(e.job);
-        return;
-      case 'start':
-        j.startedAt = e.at;
-        return;
-      case 'cancel':
-        j.cancel = true;
-        return;
-      case 'release':
-        delete j.agent;
-        delete j.enrollment;
-        delete j.epoch;
-        delete j.claimedAt;
-        this.queued.add(e.job);
-        return;
-      case 'end':
-        j.end = e.end;
-        this.queued.delete(e.job);
-        this.lastBeat.delete(e.job);
-        this.requests.delete(e.job);
-        return;
-    }
-  }
-
-  /** The state as the fewest entries that rebuild it. */
-  private snapshot(): Entry[] {
-    const out: Entry[] = [{ op: 'epoch', n: this.epoch }];
-    for (const a of this.agents.values()) out.push({ op: 'agent', a });
-    for (const j of this.jobs.values()) {
-      const { agent, enrollment, epoch, claimedAt, startedAt, cancel, end, ...q } = j;
-      out.push({ op: 'queue', j: q });
-      if (agent && epoch !== undefined)
-        out.push({
-          op: 'claim',
-          job: j.job,
-          agent,
-          enrollment: enrollment ?? '', // bound to no enrollment: nobody holds it
-          epoch,
-          at: claimedAt ?? q.queuedAt,
-        });
-      if (startedAt) out.push({ op: 'start', job: j.job, at: startedAt });
-      if (cancel) out.push({ op: 'cancel', job: j.job });
-      if (end) out.push({ op: 'end', job: j.job, end });
-    }
-    return out;
   }
 }

@@ -13,29 +13,17 @@
  * user instead (the controller must run as root): the job dir and the run's part of a `file` store
  * are handed to that user, nothing else of the controller's is.
  */
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, statSync } from 'node:fs';
-import { copyFile, lchown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { execFile } from 'node:child_process';
+import { copyFile, lchown, mkdir, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StallingError } from '../../errors.js';
 import { toolEnv } from '../../internal/child-env.js';
 import { Type } from '@sinclair/typebox';
-import { advCommand } from '../../internal/self.js';
 import { execBundlePath } from '../remote/pack.js';
-import { isSameProcessAlive } from '../../../runtime/proc.js';
-import {
-  CANCEL_FILE,
-  EXEC_FILE,
-  EXIT_FILE,
-  readJson,
-  type ExecRecord,
-  type ExitRecord,
-} from '../../../runtime/records.js';
+import { LocalJobs, type JobUser, type LocalJob } from '../../../runtime/local-jobs.js';
 import { optional, strict } from '../../spec/schema-kit.js';
-import { baseJobEnv, setupVariables } from '../job-env.js';
 import {
-  JobState,
   observedFromExit,
   type AdapterDescriptor,
   type Backend,
@@ -46,20 +34,19 @@ import {
   ONE_HOST_TRAITS,
 } from '../types.js';
 
-/** A job dir without exec.json this long after submission never started. */
-const START_TIMEOUT_MS = 60_000;
-const CANCEL_GRACE_MS = 10_000;
-/** Where adv exec itself runs: a dir that is never removed under it. */
-const ADV_EXEC_CWD = '/';
 /** The bundled adv exec a job of another user runs, in its job dir. */
 const BUNDLE = 'adv-exec.mjs';
 
-/** The `local` adapter: detached `adv exec` processes with their records in a job dir each. */
+/**
+ * The `local` adapter: detached `adv exec` processes with their records in a job dir each. Running
+ * them is the worker side's (runtime/local-jobs.ts); this adds the backend's names, handles and
+ * the job user.
+ */
 export class LocalBackend implements Backend {
   readonly type = 'local' as const;
-  private readonly jobsDir: string;
+  private readonly jobs: LocalJobs;
 
-  private jobUser: Promise<JobUser> | undefined;
+  private jobUser: Promise<SystemUser> | undefined;
 
   constructor(
     readonly name: string,
@@ -68,12 +55,27 @@ export class LocalBackend implements Backend {
     /** `local.user`: the system user jobs run as (default: the controller's own). */
     private readonly user?: string,
   ) {
-    // Absolute: adv exec runs elsewhere (ADV_EXEC_CWD) and reads the paths it is given as they are.
-    this.jobsDir = resolve(workDir ?? join(ctx.dataDir, 'local', name, 'jobs'));
+    this.jobs = new LocalJobs({
+      jobsDir: workDir ?? join(ctx.dataDir, 'local', name, 'jobs'),
+      logger: ctx.logger,
+      now: ctx.now,
+      hostEnv: ctx.hostEnv ?? process.env,
+      cacheDir: join(ctx.dataDir, 'cache'),
+      extractTo: (commit, path, dest) => ctx.code.extractTo(commit, path, dest),
+      asUser: async (dir, job) => {
+        const as = await this.runAs();
+        if (!as) return undefined;
+        await handOver(as, dir, job);
+        // As another user, adv exec runs from its bundle in the job dir: the controller's own
+        // install (under /root, a mode-700 checkout) is often unreadable to that user, and a job
+        // that cannot start adv exec would only be seen as NeverStarted a minute later.
+        return { ...as, execCommand: [process.execPath, join(dir, BUNDLE)] };
+      },
+    });
   }
 
   /** The job user, looked up once; a StallingError when it cannot be used. */
-  private runAs(): Promise<JobUser> | undefined {
+  private runAs(): Promise<SystemUser> | undefined {
     if (!this.user) return undefined;
     this.jobUser ??= lookUpUser(this.user, this.name);
     // A user created after a failed look-up is found on the next submit.
@@ -81,74 +83,12 @@ export class LocalBackend implements Backend {
     return this.jobUser;
   }
 
-  private dir(jobName: string): string {
-    return join(this.jobsDir, jobName);
+  private handle(jobName: string, pid: number): JobHandle {
+    return { backend: this.name, jobName, jobId: String(pid) };
   }
 
   async submit(job: JobRequest): Promise<JobHandle> {
-    const dir = this.dir(job.jobName);
-    await mkdir(this.jobsDir, { recursive: true });
-    try {
-      await mkdir(dir); // exclusive: the job name is the idempotency key
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const existing = await this.find(job.jobName);
-      if (existing) return existing;
-    }
-    const work = join(dir, 'work');
-    await mkdir(work, { recursive: true });
-    await this.ctx.code.extractTo(job.code.commit, job.code.path, work);
-    // For a person looking at the job: names of variables, never their values.
-    await writeFile(
-      join(dir, 'request.json'),
-      JSON.stringify(
-        { ...job, env: Object.keys(job.env), secretEnv: Object.keys(job.secretEnv ?? {}) },
-        null,
-        2,
-      ),
-      { mode: 0o600 },
-    );
-    const out = openSync(join(dir, 'output.log'), 'a', 0o600);
-    const as = await this.runAs()?.catch((e: unknown) => {
-      closeSync(out);
-      throw e;
-    });
-    if (as) await handOver(as, dir, job);
-    // As another user, adv exec runs from its bundle in the job dir: the controller's own install
-    // (under /root, a mode-700 checkout) is often unreadable to that user, and a job that cannot
-    // start adv exec would only be seen as NeverStarted a minute later.
-    const [node, ...prefix] = as ? [process.execPath, join(dir, BUNDLE)] : localExecCommand();
-    const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
-    const child = spawn(node!, [...prefix, ...localExecArgs(job, dir, cwd)], {
-      // adv exec itself runs in a dir nobody removes; the workload runs in `cwd`. Started in the
-      // job dir, an adv exec run from source (tsx's loader thread) hung for good when the dir
-      // was removed while it loaded: the loader thread died of the missing cwd, unnoticed.
-      cwd: ADV_EXEC_CWD,
-      detached: true,
-      stdio: ['ignore', out, out],
-      env: localJobEnv(
-        job,
-        {
-          ...baseJobEnv(this.ctx.hostEnv ?? process.env),
-          ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
-        },
-        as ? undefined : join(this.ctx.dataDir, 'cache'),
-      ),
-      ...(as ? { uid: as.uid, gid: as.gid } : {}),
-    });
-    closeSync(out);
-    const pid = child.pid;
-    child.unref();
-    if (!pid) {
-      // The spawn failed (E2BIG, ENOENT…): its 'error' event says why, on the next tick.
-      const why = await new Promise<Error>((resolve) => child.once('error', resolve));
-      throw Object.assign(new Error(`cannot start adv exec for ${job.jobName}: ${why.message}`), {
-        code: (why as NodeJS.ErrnoException).code,
-      });
-    }
-    await writeFile(join(dir, 'pid'), String(pid));
-    this.ctx.logger.info({ job: job.jobName, pid }, 'started local job');
-    return { backend: this.name, jobName: job.jobName, jobId: String(pid) };
+    return this.handle(job.jobName, await this.jobs.start(job));
   }
 
   /**
@@ -157,144 +97,30 @@ export class LocalBackend implements Backend {
    * reuses it, so the attempt runs once instead of waiting to be declared lost.
    */
   async find(jobName: string): Promise<JobHandle | undefined> {
-    const dir = this.dir(jobName);
-    if (!existsSync(dir)) return undefined;
-    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
-    const pid = exec?.pid ?? Number((await readFile(join(dir, 'pid'), 'utf8').catch(() => '')) || 0);
-    return pid ? { backend: this.name, jobName, jobId: String(pid) } : undefined;
+    const pid = await this.jobs.find(jobName);
+    return pid ? this.handle(jobName, pid) : undefined;
   }
 
   async poll(handles: readonly JobHandle[]): Promise<ObservedJob[]> {
-    return handles.map((h) => this.observe(h));
-  }
-
-  private observe(h: JobHandle): ObservedJob {
-    const dir = this.dir(h.jobName);
-    const base = { jobName: h.jobName, jobId: h.jobId };
-    if (!existsSync(dir))
-      return { ...base, state: JobState.Lost, reason: 'JobDirMissing', message: `${dir} is gone` };
-    const exit = readJson<ExitRecord>(dir, EXIT_FILE);
-    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
-    if (exit) return observedFromExit(base, exit);
-    if (exec) {
-      if (isSameProcessAlive(exec.pid, exec.startTicks))
-        return { ...base, state: JobState.Running, startedAt: exec.startedAt };
-      return {
-        ...base,
-        state: JobState.Lost,
-        reason: 'ProcessVanished',
-        message: `adv exec (pid ${exec.pid}) ended without an exit record`,
-        startedAt: exec.startedAt,
-      };
-    }
-    const age = this.ctx.now() - statSync(dir).mtimeMs;
-    if (age > START_TIMEOUT_MS)
-      return {
-        ...base,
-        state: JobState.Lost,
-        reason: 'NeverStarted',
-        message: `no exec record ${Math.round(age / 1000)}s after submission`,
-      };
-    return { ...base, state: JobState.Pending };
+    return handles.map((h) => {
+      const base = { jobName: h.jobName, jobId: h.jobId };
+      const seen = this.jobs.observe(h.jobName);
+      return 'exit' in seen ? observedFromExit(base, seen.exit) : { ...base, ...seen };
+    });
   }
 
   async cancel(h: JobHandle): Promise<void> {
-    const dir = this.dir(h.jobName);
-    if (!existsSync(dir)) return;
-    await writeFile(join(dir, CANCEL_FILE), new Date(this.ctx.now()).toISOString());
-    const exec = readJson<ExecRecord>(dir, EXEC_FILE);
-    if (!exec || !isSameProcessAlive(exec.pid, exec.startTicks)) return;
-    const kill = (pid: number | undefined, sig: NodeJS.Signals) => {
-      if (!pid) return;
-      try {
-        process.kill(-pid, sig);
-      } catch {
-        // gone
-      }
-    };
-    kill(exec.pid, 'SIGTERM');
-    const timer = setTimeout(() => {
-      if (isSameProcessAlive(exec.pid, exec.startTicks)) kill(exec.pid, 'SIGKILL');
-      if (exec.childPid && isSameProcessAlive(exec.childPid, exec.childStartTicks))
-        kill(exec.childPid, 'SIGKILL');
-    }, CANCEL_GRACE_MS);
-    timer.unref();
+    await this.jobs.cancel(h.jobName);
   }
 
-  async *logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
-    const file = join(this.dir(h.jobName), 'output.log');
-    let offset = opts.since ?? 0;
-    for (;;) {
-      const buf = await readFile(file).catch(() => Buffer.alloc(0));
-      if (buf.length > offset) {
-        yield buf.subarray(offset).toString('utf8');
-        offset = buf.length;
-      }
-      if (!opts.follow || existsSync(join(this.dir(h.jobName), EXIT_FILE))) return;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+  logs(h: JobHandle, opts: { follow?: boolean; since?: number } = {}): AsyncIterable<string> {
+    return this.jobs.logs(h.jobName, opts);
   }
 
   /** Removes a finished job's dir (not used by the reconciler: job dirs are evidence). */
   async remove(jobName: string): Promise<void> {
-    await rm(this.dir(jobName), { recursive: true, force: true });
+    await this.jobs.remove(jobName);
   }
-}
-
-/** The command that starts `adv exec` on this machine (this program's own `adv`). */
-export function localExecCommand(): string[] {
-  return [...advCommand(), 'exec'];
-}
-
-/**
- * The `adv exec` options and command of a job on this machine: its store, run, attempt, job dir
- * and working dir. `adv run` starts a run here with the same, so both give one contract.
- */
-export function localExecArgs(
-  job: JobRequest,
-  jobDir: string,
-  cwd: string,
-  /** More `adv exec` options (`--grace`). */
-  more: readonly string[] = [],
-): string[] {
-  return [
-    ...more,
-    ...(job.store ? ['--store', job.store.url] : []),
-    '--run',
-    job.run,
-    '--attempt',
-    String(job.attempt),
-    '--job-dir',
-    jobDir,
-    '--cwd',
-    cwd,
-    // One process on one host: only a declared stop signal is passed (SIGTERM is adv exec's own).
-    ...(job.spec.policy?.stopSignal ? ['--stop-signal', job.spec.policy.stopSignal] : []),
-    '--',
-    ...job.argv,
-  ];
-}
-
-/**
- * The environment `adv exec` starts with for a job on this machine: `base` (the small base of
- * job-env.ts, never the whole environment of the process that starts it), the job's variables,
- * its setup, and its secrets — these straight into the process's environment, never to a file.
- * `cacheDir` is where uv environments are kept (absent: adv exec's default, under HOME).
- */
-export function localJobEnv(
-  job: JobRequest,
-  base: Record<string, string>,
-  cacheDir: string | undefined,
-): Record<string, string> {
-  return {
-    ...base,
-    ...job.env,
-    ...setupVariables(job),
-    // A job as another user keeps its own cache (adv exec's default, under its HOME): one it
-    // could write into would be shared with the controller.
-    ...(cacheDir ? { ADV_CACHE_DIR: cacheDir } : {}),
-    ...job.secretEnv,
-  };
 }
 
 /** Names in an environment that look like credentials (their values are never read here). */
@@ -305,15 +131,10 @@ function credentialsIn(env: NodeJS.ProcessEnv): string[] {
 }
 
 /** A system user jobs run as. */
-interface JobUser {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-}
+type SystemUser = Omit<JobUser, 'execCommand'>;
 
 /** `getent passwd NAME`: the user's ids and home; StallingErrors say what to fix. */
-async function lookUpUser(name: string, backend: string): Promise<JobUser> {
+async function lookUpUser(name: string, backend: string): Promise<SystemUser> {
   if (process.getuid?.() !== 0)
     throw new StallingError(
       'BackendMisconfigured',
@@ -339,7 +160,7 @@ async function lookUpUser(name: string, backend: string): Promise<JobUser> {
  * Gives the job user what its job writes: the job dir, and for a `file` store the run's folder in
  * it (checkpoints, logs, heartbeats). Nothing else of the controller's changes owner.
  */
-async function handOver(as: JobUser, dir: string, job: JobRequest): Promise<void> {
+async function handOver(as: SystemUser, dir: string, job: LocalJob): Promise<void> {
   // Its own temp dir: the controller's TMPDIR is the controller's.
   await mkdir(join(dir, 'tmp'), { recursive: true });
   await copyFile(execBundlePath(), join(dir, BUNDLE));

@@ -8,12 +8,13 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+/** The argv that starts `adv` (this program) in a child process. */
 export function advCommand(): string[] {
   // An explicit override (a JSON argv), e.g. the built CLI for benchmarks run from source.
   const override = process.env.ADV_SELF_COMMAND;
   if (override) return JSON.parse(override) as string[];
   const here = fileURLToPath(import.meta.url);
-  const root = resolve(dirname(here), '..', '..');
+  const root = resolve(dirname(here), '..');
   if (here.endsWith('.js')) return [process.execPath, join(root, 'cli', 'adv.js')];
   const req = createRequire(import.meta.url);
   const tsxDir = dirname(req.resolve('tsx/package.json'));

@@ -1,0 +1,27 @@
+/**
+ * What the solver knows of one Backend: its spec, its type's traits, whether it can take work, and
+ * what the controller learned of it this pass. The registry builds it (`backendInfoOf`), the loop
+ * adds capacity and health, the solver (reconcile/solver.ts) reads it.
+ */
+import type { Backend as BackendObject } from '../spec/schema.js';
+import type { BackendTraits, Capacity } from './types.js';
+
+/** One Backend as the solver sees it. */
+export interface BackendInfo {
+  name: string;
+  spec: BackendObject['spec'];
+  /** What its type can do (from its descriptor in the registry). */
+  traits: BackendTraits;
+  /** An adapter exists for its type and it is not suspended. */
+  usable: boolean;
+  /** Why not, when not usable. */
+  why?: string;
+  /** What `capacity()` said lately, where the backend can tell. */
+  capacity?: Capacity;
+  /** Live attempts on it (for `maxConcurrent`); the controller counts this pass's picks in. */
+  active?: number;
+  /** GPUs this pass already handed to runs planned before (not yet in `capacity`). */
+  reservedGpus?: number;
+  /** Set while the backend has failed several runs in a row (its status file says which). */
+  degraded?: string;
+}
