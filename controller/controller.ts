@@ -67,7 +67,7 @@ export class Controller {
   private readonly status: StatusWriter;
   private readonly sync: RepoSync;
   private readonly gate: VerifiedHead;
-  private readonly adapters: BackendAdapters;
+  readonly adapters: BackendAdapters;
   private readonly observer: Observer;
   private readonly executor: Executor;
   private readonly backendView: BackendView;

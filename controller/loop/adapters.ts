@@ -85,6 +85,19 @@ export class BackendAdapters {
     return this.adapters.get(name)?.instance;
   }
 
+  /**
+   * Closes a backend's adapter and makes a new one from the same spec, as a changed spec or a
+   * restarted controller does: the new adapter knows only what it finds (the backend contract
+   * suite checks that it finds every live job).
+   */
+  async restart(name: string): Promise<Backend | undefined> {
+    const spec = this.specs.get(name);
+    if (!spec) return undefined;
+    await this.adapters.get(name)?.instance?.close?.();
+    this.adapters.set(name, { ...this.make(name, spec.obj), gen: spec.gen });
+    return this.instance(name);
+  }
+
   /** Every adapter that exists (removed and suspended backends' included). */
   all(): [string, Backend][] {
     const out: [string, Backend][] = [];

@@ -77,6 +77,8 @@ export function slurmAvailable(what: string): boolean {
 export function useSlurmCluster(
   prefix: string,
   sshdOptions: Parameters<typeof startSshd>[0] = {},
+  /** false: the sshd and the temp dir only (a test that leaves SLURM out, outside CI). */
+  slurm = true,
 ): {
   readonly sshd: Sshd;
   readonly tmp: string;
@@ -86,7 +88,7 @@ export function useSlurmCluster(
   let tmp = '';
   const deferred: (() => unknown)[] = [];
   beforeAll(async () => {
-    execFileSync(join(SLURM_INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
+    if (slurm) execFileSync(join(SLURM_INFRA, 'slurm-start.sh'), { stdio: 'inherit' });
     sshd = await startSshd(sshdOptions);
     tmp = await mkdtemp(join(tmpdir(), prefix));
   }, 60_000);
@@ -94,7 +96,7 @@ export function useSlurmCluster(
     for (const fn of deferred.reverse()) await fn();
     await sshd?.stop();
     if (tmp) await rm(tmp, { recursive: true, force: true });
-    execFileSync(join(SLURM_INFRA, 'slurm-stop.sh'));
+    if (slurm) execFileSync(join(SLURM_INFRA, 'slurm-stop.sh'));
   });
   return {
     get sshd() {

@@ -16,8 +16,11 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import pino from 'pino';
 import { beforeAll } from 'vitest';
 import { runCli } from '../../cli/program.js';
+import { nodeNameOf } from '../../controller/backends/gcp-tpu/names.js';
+import { labelPrefix } from '../../controller/backends/vastai/adapter.js';
 import { Controller } from '../../controller/controller.js';
 import { serve, type Serving } from '../../controller/serve.js';
 import { startAgentProcess, type AgentProc } from './agent.js';
@@ -34,8 +37,8 @@ import {
   volcanoBackendYaml,
 } from './backends.js';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from './fake-k8s.js';
-import { killTree, startFakeTpuApi, type FakeTpuApi } from './fake-tpu-api.js';
-import { startFakeVastApi, type FakeVastApi } from './fake-vast-api.js';
+import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './fake-tpu-api.js';
+import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './fake-vast-api.js';
 import { captureIo } from './io.js';
 import { jobPids, localJobPids } from './job-pids.js';
 import { makeWorkTree, type WorkTree } from './specs-repo.js';
@@ -79,14 +82,24 @@ export interface EveryBackend {
   ): Promise<Controller>;
   /** `adv logs RUN` from the store: the workload's output of the latest attempt, or of `attempt`. */
   logs(run: string, attempt?: number): Promise<string>;
+  /** The fake Vast.ai API (more offers for tests that rent more than one instance per host). */
+  readonly vast: FakeVastApi;
 }
 
 /**
  * In a describe block: the infrastructure of every backend kind, started before its tests and
  * stopped after them (with whatever `start` started).
  */
-export function useEveryBackend(prefix: string): EveryBackend {
-  const cluster = useSlurmCluster(prefix, { addresses: [...TPU_WORKERS, ...VAST_HOSTS] });
+export function useEveryBackend(
+  prefix: string,
+  /** The kinds to stand up (default: all). Leaving `slurm` out does not start the cluster. */
+  kinds: readonly BackendKind[] = BACKEND_KINDS,
+): EveryBackend {
+  const cluster = useSlurmCluster(
+    prefix,
+    { addresses: [...TPU_WORKERS, ...VAST_HOSTS] },
+    kinds.includes('slurm'),
+  );
   let tpu: FakeTpuApi | undefined;
   let vast: FakeVastApi | undefined;
   let k8s: FakeK8s | undefined;
@@ -97,20 +110,27 @@ export function useEveryBackend(prefix: string): EveryBackend {
   const saved = { CLOUDSDK_CONFIG: process.env.CLOUDSDK_CONFIG, KUBECACHEDIR: process.env.KUBECACHEDIR };
   /** A remote host's `paths.root`. */
   const root = (kind: BackendKind) => join(cluster.tmp, `${kind}-root`);
-  const hostPids = async (kind: BackendKind) => jobPids(join(root(kind), 'work'));
+  const hostPids = async (kind: BackendKind, jobs?: (dir: string) => boolean) =>
+    jobPids(join(root(kind), 'work'), jobs);
+  /** A TPU node's worker job dirs: `<job>` on worker 0, `<job>-w<k>` on the others. */
+  const onNode = (node: FakeNode) => (dir: string) =>
+    nodeNameOf(dir.replace(/-w\d+$/, '')) === node.resource.name.split('/').pop();
+  /** A rented instance's job dir: the job its label names. */
+  const onInstance = (inst: FakeInstance) => (dir: string) => inst.label === `${labelPrefix('vastai')}${dir}`;
 
   beforeAll(async () => {
     const tmp = cluster.tmp;
     await mkdir(join(tmp, 'store'));
     tpu = await startFakeTpuApi({
       addresses: TPU_WORKERS,
-      // The VM goes away: its processes with it.
-      onPreempt: async () => killTree(await hostPids('gcp-tpu')),
+      // The VMs go away: their processes with them (only that node's).
+      onPreempt: async (node) => killTree(await hostPids('gcp-tpu', onNode(node))),
+      onDelete: async (node) => killTree(await hostPids('gcp-tpu', onNode(node))),
     });
     process.env.CLOUDSDK_CONFIG = await tpu.configDir(TPU_PROJECT);
     vast = await startFakeVastApi({
       sshEndpoints: VAST_HOSTS.map((host) => ({ host, port: cluster.sshd.port })),
-      onStop: async () => killTree(await hostPids('vastai')),
+      onStop: async (inst) => killTree(await hostPids('vastai', onInstance(inst))),
     });
     // kubectl's discovery cache, which it keeps under ~/.kube/cache otherwise.
     process.env.KUBECACHEDIR = join(tmp, 'kube-cache');
@@ -164,9 +184,7 @@ export function useEveryBackend(prefix: string): EveryBackend {
         volumes: [{ claimName: 'adv-store', mountPath: store }],
       }),
     };
-    return Object.fromEntries(
-      BACKEND_KINDS.map((kind) => [`backends/${kind}.yaml`, yaml[kind] + spec(kind)]),
-    );
+    return Object.fromEntries(kinds.map((kind) => [`backends/${kind}.yaml`, yaml[kind] + spec(kind)]));
   };
 
   return {
@@ -175,6 +193,10 @@ export function useEveryBackend(prefix: string): EveryBackend {
     },
     get sshd() {
       return cluster.sshd;
+    },
+    get vast() {
+      if (!vast) throw new Error('no Vast.ai fake: it starts before the tests');
+      return vast;
     },
     get controller() {
       if (!c) throw new Error('no controller: call start() first');
@@ -198,20 +220,23 @@ export function useEveryBackend(prefix: string): EveryBackend {
         repo: wt.dir,
         dataDir: join(tmp, 'data'),
         pollIntervalMs: 200,
+        // ADV_TEST_LOG=info (outside CI) shows what the adapters did, when a test needs explaining.
+        ...(process.env.ADV_TEST_LOG ? { logger: pino({ level: process.env.ADV_TEST_LOG }) } : {}),
         secrets: { env: ['VAST_API_KEY', 'AGENT_ENROLL'] },
         secretEnv: { ...process.env, VAST_API_KEY: vast!.apiKey, AGENT_ENROLL: ENROLL },
       });
       await c.init();
       await c.pass(); // the agent Backend's adapter exists (and mounts the agent API) after the first pass
       serving = await serve(c, { httpAddr: '127.0.0.1:0', watch: false, apiToken: API_TOKEN });
-      agent = await startAgentProcess({
-        name: 'desk',
-        controller: serving.url!,
-        token: ENROLL,
-        stateDir: join(tmp, 'agent'),
-        tokenDir: tmp,
-        home: tmp,
-      });
+      if (kinds.includes('agent'))
+        agent = await startAgentProcess({
+          name: 'desk',
+          controller: serving.url!,
+          token: ENROLL,
+          stateDir: join(tmp, 'agent'),
+          tokenDir: tmp,
+          home: tmp,
+        });
       return c;
     },
     async logs(run, attempt) {

@@ -70,6 +70,8 @@ export interface FakeTpuApiOptions {
    * SIGKILL, as a VM shutdown does).
    */
   onPreempt?: (node: FakeNode, state: typeof TpuState.Preempted | typeof TpuState.Terminated) => unknown;
+  /** Called when a node's delete begins: its VMs shut down, so the test kills its worker processes. */
+  onDelete?: (node: FakeNode) => unknown;
 }
 
 /** A node as the fake holds it; `resource` is what the API returns for it now. */
@@ -259,6 +261,7 @@ export async function startFakeTpuApi(opts: FakeTpuApiOptions = {}): Promise<Fak
     }
     n.resource.state = TpuState.Deleting;
     delete n.resource.health;
+    void Promise.resolve(opts.onDelete?.(n)).catch(() => {});
     return [200, startOp(n, 'delete')];
   };
 

@@ -618,6 +618,8 @@ export async function startFakeVastApi(opts: FakeVastApiOptions = {}): Promise<F
 
   const drop = async (h: Held, why: StopReason) => {
     await opts.onStop?.(view(h), why);
+    // Two destroys of one instance at once: the second finds it gone (never another instance).
+    if (!held.includes(h)) return;
     held.splice(held.indexOf(h), 1);
     freeEndpoints.push(h.endpoint);
     h.rental.destroyedAt = Date.now();
