@@ -14,6 +14,8 @@ export class AttemptBook {
   private readonly cancelled = new Set<string>();
   /** Delete requests under way: a controller that stops (`--once`) still makes them. */
   private readonly deleting = new Set<Promise<void>>();
+  /** The same, by what they delete: a second ask while one is under way is that one. */
+  private readonly deletingKey = new Map<string, Promise<void>>();
 
   constructor(private readonly logger: Logger) {}
 
@@ -47,6 +49,28 @@ export class AttemptBook {
       .finally(() => this.deleting.delete(p));
     this.deleting.add(p);
     return p;
+  }
+
+  /**
+   * Deletes `key` once: while a delete of it is under way, a second ask (the sweep of the next
+   * poll, an end and a cancel at once) is the first one, not another call to the cloud's API.
+   */
+  deleteOnce(
+    key: string,
+    ask: () => Promise<unknown>,
+    what: string,
+    fields: Record<string, unknown>,
+  ): Promise<void> {
+    const under = this.deletingKey.get(key);
+    if (under) return under;
+    const p = this.track(ask(), what, fields).finally(() => this.deletingKey.delete(key));
+    this.deletingKey.set(key, p);
+    return p;
+  }
+
+  /** Whether a delete of `key` is under way (the sweep leaves it alone). */
+  isDeleting(key: string): boolean {
+    return this.deletingKey.has(key);
   }
 
   /** Waits for every delete request under way to be made. */

@@ -384,6 +384,30 @@ describe('MachineLifecycle', () => {
     expect(cloud.deleted).toEqual([]);
   });
 
+  it('a job this adapter launched is swept once the controller no longer owns it (a lost write-ahead record)', async () => {
+    const cloud = new TinyCloud();
+    const { life } = lifecycle(cloud);
+    const h = await life.submit(request('adv-dropped-1'));
+    cloud.machines.get('adv-dropped-1')!.state = 'usable';
+    await pollUntil(life, [h], 'the job running', (o) => o[0]!.state === JobState.Running);
+    const id = cloud.machines.get('adv-dropped-1')!.id;
+    // The status branch was reset (another writer): the attempt is in no live record any more.
+    await life.poll([], new Set());
+    await waitFor(() => cloud.deleted.includes(id), { what: 'the dropped job’s machine deleted' });
+  });
+
+  it('a machine whose delete is under way is not asked for again by the next polls', async () => {
+    const cloud = new TinyCloud();
+    const { life, logged } = lifecycle(cloud);
+    cloud.machines.set('adv-ghost-1', { key: 'adv-ghost-1', id: 7, state: 'usable' });
+    cloud.hold();
+    for (let i = 0; i < 3; i++) await life.poll([], new Set());
+    cloud.release();
+    await waitFor(() => cloud.deleted.includes(7), { what: 'the orphan deleted' });
+    expect(cloud.deleted).toEqual([7]);
+    expect(logged('deleting an orphaned box')).toBe(1);
+  });
+
   it('close waits for the deletes under way', async () => {
     const cloud = new TinyCloud();
     const { life } = lifecycle(cloud);

@@ -277,7 +277,7 @@ export class MachineLifecycle<M, P extends string | number> {
     const polled = polledNames(handles);
     this.checks.keepOnly(polled);
     this.book.forgetUnpolled(polled, (jobName) => this.provisioning.has(jobName));
-    this.sweep([...polled, ...owned, ...this.provisioning.keys()], listed);
+    this.sweep([...polled, ...owned, ...this.unlaunched()], listed);
     return out;
   }
 
@@ -379,18 +379,32 @@ export class MachineLifecycle<M, P extends string | number> {
 
   /** Asks for a machine's deletion in the background; `close` waits for the request to be made. */
   remove(key: string, place: P | undefined, why: string): Promise<void> {
-    return this.book.track(this.cloud.delete(key, place, why), 'cannot delete the machine', {
+    return this.book.deleteOnce(key, () => this.cloud.delete(key, place, why), 'cannot delete the machine', {
       ...this.cloud.fields(key, place),
       why,
     });
   }
 
-  /** Listed machines that no live attempt owns (and that are not being provisioned) are deleted. */
+  /**
+   * Jobs still being provisioned: owned by this adapter until launched, since the controller may
+   * not list them yet. A launched job is owned only while the controller says so (its `owned`).
+   */
+  private unlaunched(): string[] {
+    return [...this.provisioning].filter(([, p]) => !p.launched).map(([jobName]) => jobName);
+  }
+
+  /**
+   * Listed machines that no live attempt owns (and that are not being provisioned) are deleted,
+   * once: a machine whose delete is under way is not asked for again.
+   */
   private sweep(owners: readonly string[], listed: Map<string, M>): void {
     const going = (m: M) => this.cloud.standing(m).kind === 'going';
     for (const [key, m] of this.book.orphans(listed, owners, (j) => this.cloud.keyOf(j), going)) {
+      if (this.book.isDeleting(key)) continue;
       const place = this.cloud.placeOf(m);
       this.logger.warn(this.cloud.fields(key, place, m), this.cloud.words.orphan);
+      for (const [jobName] of this.provisioning)
+        if (this.cloud.keyOf(jobName) === key) this.provisioning.delete(jobName);
       void this.remove(key, place, 'orphan');
     }
   }

@@ -285,10 +285,11 @@ export class VolcanoBackend implements Backend {
   }
 
   private remove(name: string, why: string): void {
-    const asked = this.kubectl
-      .delete(this.ns, [`${VCJOB}/${name}`, `secret/${name}`])
-      .then(() => this.logger.info({ vcjob: name, namespace: this.ns, why }, 'deleted Volcano Job'));
-    void this.book.track(asked, 'cannot delete Volcano Job; the next poll retries', { vcjob: name });
+    const ask = () =>
+      this.kubectl
+        .delete(this.ns, [`${VCJOB}/${name}`, `secret/${name}`])
+        .then(() => this.logger.info({ vcjob: name, namespace: this.ns, why }, 'deleted Volcano Job'));
+    void this.book.deleteOnce(name, ask, 'cannot delete Volcano Job; the next poll retries', { vcjob: name });
   }
 
   /**

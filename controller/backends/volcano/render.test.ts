@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { JobRequest } from '../types.js';
 import { vcNameOf } from './adapter.js';
-import { PROLOGUE, podName, renderAttempt, unrenderable, type RenderInputs } from './render.js';
+import { expandVars } from '../../../test/helpers/fake-k8s-store.js';
+import { literal, PROLOGUE, podName, renderAttempt, unrenderable, type RenderInputs } from './render.js';
 
 const job: JobRequest = {
   jobName: 'adv-sweep.lr-3-2',
@@ -121,7 +122,7 @@ describe('renderAttempt', () => {
   });
 
   it('runs adv exec with the code key and the argv as arguments, never pasted into the script', () => {
-    expect(c.command.slice(0, 4)).toEqual(['sh', '-c', PROLOGUE, 'adv']);
+    expect(c.command.slice(0, 4)).toEqual(['sh', '-c', literal(PROLOGUE), 'adv']);
     expect(c.command.slice(4)).toEqual([
       '--job-dir',
       '/adv/job',
@@ -201,6 +202,22 @@ describe('renderAttempt', () => {
     const r = renderAttempt({ ...job, secretEnv: {} }, inputs()) as { job: Any; secret?: Any };
     expect(r.secret).toBeUndefined();
     expect(r.job.spec.tasks[0].template.spec.containers[0].envFrom).toBeUndefined();
+  });
+});
+
+describe('what the kubelet expands', () => {
+  it('the command and env reach the process as written: $$ and $(NAME) are not rewritten', () => {
+    const argv = ['sh', '-c', 'echo $$ $(HOME) $$(x) ${LR} $', '$(LR)'];
+    const env = { LR: '0.1', PRICE: '$5 $(LR) $$' };
+    const { job: vc } = renderAttempt({ ...job, argv, env }, inputs());
+    const c = (vc as Any).spec.tasks[0].template.spec.containers[0] as Any;
+    // The kubelet's expansion (the fake's, per the Kubernetes docs) over what was rendered.
+    const vars = new Map<string, string>(c.env.map((e: Any) => [e.name, expandVars(e.value, new Map())]));
+    vars.set('HOME', '/root');
+    const ran: string[] = c.command.map((a: string) => expandVars(a, vars));
+    expect(ran.slice(-argv.length)).toEqual(argv);
+    expect(ran[2]).toBe(PROLOGUE);
+    expect(vars.get('PRICE')).toBe(env.PRICE);
   });
 });
 

@@ -241,6 +241,13 @@ function resourcesOf(job: JobRequest, s: Settings): Record<string, Record<string
   };
 }
 
+/**
+ * A string Kubernetes passes on as it is: the kubelet expands `$(NAME)` in a container's command,
+ * args and env values and turns `$$` into `$`, so a command with `$$` or `$(…)` in it would run
+ * differently here than on every other backend. Every `$` doubled expands back to itself.
+ */
+export const literal = (text: string): string => text.replaceAll('$', () => '$$');
+
 function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Record<string, unknown> {
   const s = r.settings;
   const grace = s.graceSec ?? DEFAULT_GRACE_SEC;
@@ -267,9 +274,9 @@ function podSpecOf(job: JobRequest, r: RenderInputs, hasSecrets: boolean): Recor
     // The run's Environment names the image where it has one; else the Backend's.
     image: job.image ?? s.image,
     ...(s.imagePullPolicy ? { imagePullPolicy: s.imagePullPolicy } : {}),
-    command: ['sh', '-c', PROLOGUE, 'adv', ...execArgs],
+    command: ['sh', '-c', PROLOGUE, 'adv', ...execArgs].map(literal),
     workingDir: WORK_DIR,
-    env: Object.entries(workerEnv(job, s)).map(([name, value]) => ({ name, value })),
+    env: Object.entries(workerEnv(job, s)).map(([name, value]) => ({ name, value: literal(value) })),
     ...(hasSecrets ? { envFrom: [{ secretRef: { name: r.name } }] } : {}),
     resources: resourcesOf(job, s),
     volumeMounts: [
