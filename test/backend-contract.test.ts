@@ -38,6 +38,7 @@ import {
   type BackendKind,
 } from './helpers/every-backend.js';
 import { waitFor } from './helpers/wait.js';
+import { alive } from './helpers/fake-tpu-nodes.js';
 
 /**
  * Outside CI, `ADV_CONTRACT_WITHOUT=slurm,…` leaves kinds out (a SLURM cluster may be busy with
@@ -134,15 +135,6 @@ describe.runIf(available)('the backend contract', { timeout: 6 * JOB_MS }, () =>
   };
 
   const LONG = 'echo "$$" >> "$MARK"; exec sleep 600';
-  /** Every host here is a loopback address or a namespace of this machine: the same pids. */
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   beforeAll(async () => {
     await every.start({ 'README.md': 'the backend contract\n' });

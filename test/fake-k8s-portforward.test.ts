@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { freePort } from './helpers/net.js';
 import { waitFor } from './helpers/wait.js';
+import { alive } from './helpers/fake-tpu-nodes.js';
 
 const available = k8sAvailable('the fake Kubernetes port-forward and exec tests');
 const NS = 'default';
@@ -30,14 +31,6 @@ describe.runIf(available)('kubectl port-forward and exec against the fake Kubern
   const forwards = new Set<ChildProcess>();
   /** The setsid'd child of the escapee test: killed here too if the fake missed it. */
   let escaped: number | undefined;
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   const env = (extra: Record<string, string> = {}) => ({
     ...process.env,

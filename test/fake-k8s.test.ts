@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
 import { waitFor } from './helpers/wait.js';
+import { alive } from './helpers/fake-tpu-nodes.js';
 
 type Obj = Record<string, any>;
 
@@ -78,14 +79,6 @@ describe.runIf(available)('the fake Kubernetes API server with Volcano, driven b
   const job = (name: string) => fake.object('jobs', NS, name);
   const pod = (name: string) => fake.object('pods', NS, name);
   const phase = (name: string) => job(name)?.status?.state?.phase as string | undefined;
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const waitPhase = (name: string, want: string, timeoutMs = 30_000) =>
     waitFor(() => phase(name) === want, {
       what: `job ${name} ${want}`,

@@ -191,7 +191,8 @@ function descendants(root: number): number[] {
   return out;
 }
 
-const alive = (pid: number): boolean => {
+/** Whether a process (of this machine's pid namespace) is still there. */
+export const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
     return true;
