@@ -267,8 +267,13 @@ export interface BackendTraits {
   multiNode: boolean;
   /** It offers TPU chips (`resources.tpus`). */
   tpus: boolean;
-  /** `capacity()` can tell free resources. */
-  reportsCapacity: boolean;
+  /**
+   * When an attempt starts costing (`capabilities.costPerHour`, or the price a rented instance
+   * reports): `submitted` where the machine is made or held for it at submit (a TPU node, a rental,
+   * a host), `started` where a scheduler queues it for free until it runs (SLURM, Volcano, the
+   * agent queue). Separate from `queuesWhenFull`, which is about placement.
+   */
+  billsFrom: 'submitted' | 'started';
   /** Longest job name it accepts (`adv-<run>-<n>` is shortened with a hash beyond it). */
   jobNameMax: number;
   /** Its capacity may be preempted, from the Backend spec (spot VMs, preemptible partitions). */
@@ -329,13 +334,13 @@ export type RuleReport = (
  */
 /**
  * The traits of a backend that runs each job on one host and has no scheduler of its own: the
- * default a descriptor spreads and overrides (`{ ...ONE_HOST_TRAITS, reportsCapacity: true }`).
+ * default a descriptor spreads and overrides (`{ ...ONE_HOST_TRAITS, multiNode: true }`).
  */
 export const ONE_HOST_TRAITS: BackendTraits = {
   queuesWhenFull: false,
   multiNode: false,
   tpus: false,
-  reportsCapacity: false,
+  billsFrom: 'submitted',
   jobNameMax: 63,
   gpuTypes: declaredGpuTypes,
 };

@@ -101,7 +101,7 @@ describe('backendStatusDoc', () => {
         queuesWhenFull: false,
         multiNode: false,
         tpus: false,
-        reportsCapacity: false,
+        billsFrom: 'submitted',
         jobNameMax: 63,
       },
     }) as BackendInfo;

@@ -218,7 +218,7 @@ function priceOf(w: RunWork, backend: string): Pick<Attempt, 'price'> {
   const perNode = info?.spec.capabilities?.costPerHour;
   if (perNode === undefined) return {};
   const perHour = perNode * (w.spec.resources?.nodes ?? 1);
-  return { price: { perHour, from: info?.traits.queuesWhenFull ? 'started' : 'submitted' } };
+  return { price: { perHour, from: info?.traits.billsFrom ?? 'submitted' } };
 }
 
 function jobNameMaxOf(ctx: PlanContext, backend: string): number {

@@ -72,16 +72,17 @@ describe('planRun', () => {
     expect(p.summary).toBe('run/r: Submitting attempt 1 to local');
   });
 
-  it("records the chosen backend's price on the attempt: per node, billed from the submit unless it queues", () => {
+  it("records the chosen backend's price on the attempt: per node, billed from when its type bills (billsFrom)", () => {
     const priced = ctx({
       backends: [
         backend('tpu', {
           spec: { type: 'gcp-tpu', capabilities: { costPerHour: 2.5 } },
-          traits: { ...backend('x').traits, queuesWhenFull: false },
+          // Queueing is placement, not billing: a type may queue and still bill from the submit.
+          traits: { ...backend('x').traits, queuesWhenFull: true, billsFrom: 'submitted' },
         }),
         backend('hpc', {
           spec: { type: 'slurm', capabilities: { costPerHour: 1.5 } },
-          traits: { ...backend('x').traits, queuesWhenFull: true, multiNode: true },
+          traits: { ...backend('x').traits, queuesWhenFull: false, billsFrom: 'started', multiNode: true },
         }),
       ],
     });

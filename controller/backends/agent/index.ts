@@ -48,7 +48,7 @@ export const agentBackend: AdapterDescriptor<'agent', typeof agentSettings> = {
   type: 'agent',
   settings: agentSettings,
   needsConnection: false,
-  traits: { ...ONE_HOST_TRAITS, queuesWhenFull: true, reportsCapacity: true },
+  traits: { ...ONE_HOST_TRAITS, queuesWhenFull: true, billsFrom: 'started' },
   create(spec, ctx) {
     return new AgentBackend(spec, ctx);
   },

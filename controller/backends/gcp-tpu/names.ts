@@ -39,7 +39,7 @@ export const TPU_TRAITS: BackendTraits = {
   queuesWhenFull: false,
   multiNode: true,
   tpus: true,
-  reportsCapacity: false,
+  billsFrom: 'submitted',
   jobNameMax: 63,
   // The node is created with this accelerator type: the slice every job here gets.
   tpuSlice: (spec) =>

@@ -334,7 +334,7 @@ export const slurmBackend: AdapterDescriptor<'slurm', typeof slurmSettings> = {
     queuesWhenFull: true,
     multiNode: true,
     tpus: false,
-    reportsCapacity: true,
+    billsFrom: 'started',
     // Every node runs the job from its job dir, on the cluster's shared file system.
     checkpointModes: () => [CheckpointMode.Shared, CheckpointMode.PerProcess],
     // SLURM takes long names; 63 keeps the names every earlier version gave (adoption finds them).

@@ -88,7 +88,7 @@ export class SshBackend implements Backend {
 export const sshBackend: AdapterDescriptor<'ssh', undefined> = {
   type: 'ssh',
   needsConnection: true,
-  traits: { ...ONE_HOST_TRAITS, reportsCapacity: true },
+  traits: ONE_HOST_TRAITS,
   create(spec, ctx) {
     return new SshBackend(spec.metadata.name, spec.spec, ctx);
   },

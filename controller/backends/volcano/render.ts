@@ -60,7 +60,7 @@ export const VOLCANO_TRAITS: BackendTraits = {
   queuesWhenFull: true,
   multiNode: true,
   tpus: false,
-  reportsCapacity: true,
+  billsFrom: 'started',
   // The Kubernetes name is cut further (`vcNameOf`: its pods' host names must stay DNS labels).
   jobNameMax: 63,
   // Every pod has a volume of its own; one dir for all is the declared ReadWriteMany claim. The
