@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';

@@ -16,7 +16,7 @@ import pLimit from 'p-limit';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { SlurmBackend } from '../controller/backends/slurm/index.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import type { JobHandle } from '../controller/backends/types.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';

@@ -18,7 +18,7 @@ import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { TpuBackend } from '../controller/backends/gcp-tpu/adapter.js';
 import type { TpuNode } from '../controller/backends/gcp-tpu/gcloud.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { JobHandle, JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { openStore } from '../runtime/store/index.js';

@@ -15,7 +15,7 @@ import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { VastBackend } from '../controller/backends/vastai/adapter.js';
 import { VastClient } from '../controller/backends/vastai/client.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { jobPids } from '../test/helpers/job-pids.js';

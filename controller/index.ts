@@ -111,8 +111,8 @@ export type { JobRequest } from './backends/types.js';
 export { localExecArgs, localExecCommand, localJobEnv } from '../runtime/local-jobs.js';
 export { urlStoreTarget } from './storage.js';
 // Sessions (adv notebook, adv shell, adv ssh): the ways into a live attempt's worker.
-export { SshTransport, sshTargetOf } from './backends/ssh/transport.js';
-export type { SshConnection } from './backends/ssh/transport.js';
+export { SshTransport, sshTargetOf } from './transport/ssh.js';
+export type { SshConnection } from './transport/ssh.js';
 export { VastClient, vastSshEndpoint } from './backends/vastai/client.js';
 export { podName } from './backends/volcano/render.js';
 export { vcNameOf } from './backends/volcano/adapter.js';

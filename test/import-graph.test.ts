@@ -165,6 +165,16 @@ const FORBIDDEN: { from: RegExp; to: RegExp; why: string }[] = [
     why: 'git/ is plumbing: the layers above use it, not the other way',
   },
   {
+    from: /^controller\/transport\//,
+    to: /^controller\/(status|reconcile|loop|backends|spec)\//,
+    why: 'transport/ is plumbing the adapters (and the port) use: it knows nothing of them',
+  },
+  {
+    from: /^controller\/backends\/types\.ts$/,
+    to: /^controller\/backends\/[^/]+\//,
+    why: 'the port names no adapter folder: what it needs lives below it (transport/, runtime/)',
+  },
+  {
     from: /^controller\/backends\/registry\.ts$/,
     to: /^controller\/reconcile\//,
     why: 'the registry lists adapters; the solver reads it, not the other way',

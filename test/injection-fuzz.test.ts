@@ -45,7 +45,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { Controller } from '../controller/controller.js';
 import { SlurmBackend } from '../controller/backends/slurm/index.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { CodeExporter, JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { resolveCodeRefs } from '../controller/reconcile/desired.js';

@@ -14,7 +14,7 @@ import { gitCodeExporter } from '../controller/backends/code.js';
 import { BACKENDS } from '../controller/backends/registry.js';
 import { mapSlurmState, SlurmBackend, slurmBackend } from '../controller/backends/slurm/index.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
 import { sshConnection, startSshd } from './helpers/sshd.js';

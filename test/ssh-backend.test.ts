@@ -13,7 +13,7 @@ import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { bootstrapScript } from '../controller/backends/remote/bootstrap.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
-import { defaultSshTransport } from '../controller/backends/ssh/transport.js';
+import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends.js';
 import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';

@@ -115,4 +115,4 @@ async function extractTree(gitdir: string, treeish: string, dest: string): Promi
 }
 
 /** The other side effect the controller injects into adapters (`BackendContext.ssh`): a real ssh2 transport. */
-export { defaultSshTransport } from './ssh/transport.js';
+export { defaultSshTransport } from '../transport/ssh.js';

@@ -11,7 +11,7 @@ import type { SetupItem, UvSettings } from '../../runtime/setup.js';
 import type { ObjectStore } from '../../runtime/store/types.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { CheckpointMode } from './checkpoint-mode.js';
-import type { SshConnection, SshTransport } from './ssh/transport.js';
+import type { SshConnection, SshTransport } from '../transport/ssh.js';
 import type { TpuSlice } from './tpu-slice.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */

@@ -34,7 +34,7 @@ import {
   type MachineCloud,
   type Standing,
 } from '../remote/machine-lifecycle.js';
-import { expandHome, sshTargetOf } from '../ssh/transport.js';
+import { expandHome, sshTargetOf } from '../../transport/ssh.js';
 import {
   JobState,
   isEnded,

@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { shellJoin } from '../../internal/shell.js';
-import type { ExecResult } from '../ssh/transport.js';
+import type { ExecResult } from '../../transport/ssh.js';
 import type { CodeExporter, JobRequest } from '../types.js';
 import { RemoteHost, type RemoteTransport } from './host.js';
 import { packFiles } from './pack.js';

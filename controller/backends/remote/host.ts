@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import { sshTargetOf, type ExecResult } from '../ssh/transport.js';
+import { sshTargetOf, type ExecResult } from '../../transport/ssh.js';
 import {
   JobState,
   isEnded,

@@ -35,7 +35,7 @@ import {
   type MachineCloud,
   type Standing,
 } from '../remote/machine-lifecycle.js';
-import { sshTargetOf } from '../ssh/transport.js';
+import { sshTargetOf } from '../../transport/ssh.js';
 import type { BackendContext, JobHandle, JobRequest, ObservedJob } from '../types.js';
 import {
   OfferTakenError,

@@ -12,8 +12,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import pLimit from 'p-limit';
 import { Client, type ConnectConfig } from 'ssh2';
-import { AdvError, ErrorCode } from '../../errors.js';
-import { shellJoin } from '../../internal/shell.js';
+import { AdvError, ErrorCode } from '../errors.js';
+import { shellJoin } from '../internal/shell.js';
 
 export interface SshConnection {
   host: string;
