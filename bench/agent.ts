@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { AgentBackend } from '../controller/backends/agent/adapter.js';
-import type { BackendContext, JobRequest } from '../controller/backends/types.js';
+import { submitOne, type BackendContext, type JobRequest } from '../controller/backends/types.js';
 import { AdapterPorts } from '../controller/loop/ports.js';
 import { serve } from '../controller/serve.js';
 import type { Backend as BackendObject } from '../controller/spec/schema.js';
@@ -128,7 +128,7 @@ async function claimLatency(tmp: string, tgz: Buffer, wait: number, n: number): 
       // Spread the submits over the poll cycle, as real attempts arrive.
       await new Promise((r) => setTimeout(r, 300 + Math.random() * POLL_INTERVAL_MS));
       const t0 = Date.now();
-      await hub.backend.submit(request(`lat-${wait}-${i}`, ['sh', '-c', `date +%s%3N > ${marker}`]));
+      await submitOne(hub.backend, request(`lat-${wait}-${i}`, ['sh', '-c', `date +%s%3N > ${marker}`]));
       while (!existsSync(marker) || !readFileSync(marker, 'utf8').trim())
         await new Promise((r) => setTimeout(r, 5));
       if (i > 0) out.push(Number(readFileSync(marker, 'utf8')) - t0); // the first one also enrolls
@@ -187,7 +187,7 @@ async function scale(tmp: string, agents: number, attempts: number, workMs: numb
   const rssIdle = process.memoryUsage().rss;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  await hub.backend.submitMany(Array.from({ length: attempts }, (_, i) => request(`s${i}`, ['true'])));
+  await hub.backend.submit(Array.from({ length: attempts }, (_, i) => request(`s${i}`, ['true'])));
   const queuedMs = performance.now() - t0;
   let peakRss = process.memoryUsage().rss;
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 100);

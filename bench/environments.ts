@@ -19,7 +19,7 @@ import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { SshBackend } from '../controller/backends/ssh/index.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
-import type { JobRequest } from '../controller/backends/types.js';
+import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
@@ -78,7 +78,7 @@ async function attemptStart(tmp: string): Promise<(string | number)[][]> {
   });
   const start = async (name: string, uvOff: boolean) => {
     const t0 = performance.now();
-    await backend.submit(job(name, uvOff));
+    await submitOne(backend, job(name, uvOff));
     await untilExists(join(marks, name), `job ${name}`);
     return ms(t0);
   };

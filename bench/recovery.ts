@@ -86,10 +86,7 @@ class FleetBackend implements Backend {
   readonly preempt = new Set<string>();
   private next = 1;
   constructor(readonly name: string) {}
-  async submit(): Promise<JobHandle> {
-    throw new Error('submitMany only');
-  }
-  async submitMany(jobs: readonly { jobName: string }[]) {
+  async submit(jobs: readonly { jobName: string }[]) {
     this.submitted += jobs.length;
     return jobs.map((j) => ({ backend: this.name, jobName: j.jobName, jobId: String(this.next++) }));
   }

@@ -18,7 +18,7 @@ import { gitCodeExporter } from '../controller/backends/code.js';
 import { SlurmBackend } from '../controller/backends/slurm/index.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
-import type { JobHandle } from '../controller/backends/types.js';
+import { submitOne, type JobHandle } from '../controller/backends/types.js';
 import { sshConnection, startSshd } from '../test/helpers/sshd.js';
 import { makeWorkTree } from '../test/helpers/specs-repo.js';
 import { table } from './lib.js';
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
       ]),
     );
     release();
-    await backend.submit({
+    await submitOne(backend, {
       jobName: 'adv-warm-1',
       run: 'warm',
       attempt: 1,
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
       handles = await Promise.all(
         Array.from({ length: N }, (_, i) =>
           limit(() =>
-            backend.submit({
+            submitOne(backend, {
               jobName: `adv-b${i}-1`,
               run: `b${i}`,
               attempt: 1,
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
     release();
     hold();
     const batch = await time(async () => {
-      const rs = await backend.submitMany(
+      const rs = await backend.submit(
         Array.from({ length: N }, (_, i) => ({
           jobName: `adv-m${i}-1`,
           run: `m${i}`,

@@ -16,7 +16,7 @@ import { gitCodeExporter } from '../controller/backends/code.js';
 import { VastBackend } from '../controller/backends/vastai/adapter.js';
 import { VastClient } from '../controller/backends/vastai/client.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
-import type { JobRequest } from '../controller/backends/types.js';
+import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { jobPids } from '../test/helpers/job-pids.js';
 import { killTree } from '../test/helpers/fake-tpu-api.js';
@@ -101,7 +101,7 @@ async function main(): Promise<void> {
       const name = `adv-bench-${i}-1`;
       adv.push(
         await time(async () => {
-          await backend.submit(job(name));
+          await submitOne(backend, job(name));
           await until(() => existsSync(join(root, 'work', name, 'exec.json')));
         }),
       );

@@ -176,9 +176,9 @@ spec:
       ...slurmBackend,
       create: (spec, ctx) => {
         const real = slurmBackend.create(spec, ctx) as SlurmBackend;
-        const submitMany = real.submitMany.bind(real);
-        real.submitMany = async (jobs) => {
-          const r = await submitMany(jobs);
+        const submit = real.submit.bind(real);
+        real.submit = async (jobs) => {
+          const r = await submit(jobs);
           if (dropped) return r;
           dropped = true;
           throw new AdvError(

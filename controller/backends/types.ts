@@ -3,6 +3,7 @@
  * `registry.ts`. Adapters act only on what the planner's actions ask for.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import pLimit from 'p-limit';
 import type { TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { SecretSource } from '../secrets.js';
@@ -118,6 +119,31 @@ const ENDED_STATES = new Set<string>([
 /** The job has ended (however): nothing more will happen to it. */
 export const isEnded = (state: string): boolean => ENDED_STATES.has(state);
 
+/**
+ * `submit` for an adapter whose backend takes one job per call: each job's find-or-submit (`one`),
+ * at most `concurrency` at once, each error kept apart as that job's result.
+ */
+export async function oneByOne(
+  jobs: readonly JobRequest[],
+  one: (job: JobRequest) => Promise<SubmitResult>,
+  concurrency = 8,
+): Promise<(SubmitResult | Error)[]> {
+  const limit = pLimit(concurrency);
+  return Promise.all(
+    jobs.map((job) =>
+      limit(() => one(job)).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e)))),
+    ),
+  );
+}
+
+/** One job through `submit` (tools, benchmarks, tests): its handle, or its error thrown. */
+export async function submitOne(backend: Pick<Backend, 'submit'>, job: JobRequest): Promise<SubmitResult> {
+  const [r] = await backend.submit([job]);
+  if (r instanceof Error) throw r;
+  if (!r) throw new Error(`submit of ${job.jobName} returned no result`);
+  return r;
+}
+
 /** Every handle observed as `Unknown`: the backend could not be asked (not a failure). */
 export function unobservable(handles: readonly JobHandle[], reason: string, message: string): ObservedJob[] {
   return handles.map((h) => ({
@@ -157,13 +183,15 @@ export interface Backend {
   readonly name: string;
   /** Its descriptor's type (`local`, `slurm`, …, or a type a test registers). */
   readonly type: string;
-  /** Idempotent by job name: a second submit of the same name returns the existing job. */
-  submit(job: JobRequest): Promise<JobHandle>;
   /**
-   * Optional: find-or-submit many jobs in one native call (per backend, per pass). Results are in
-   * order: a handle (`adopted` when the job already existed under its name) or the error for it.
+   * Find-or-submit every job of a pass to this backend, in one call (one native call where the
+   * backend has one: one SSH command for SLURM and ssh hosts, one queue write for the agent).
+   * Idempotence is the adapter's, and only the adapter's (the executor does not look first): a
+   * job that exists under its name — a controller killed between submit and its record — is
+   * returned `adopted`, never started a second time. Results are in order: a handle, or the error
+   * for that job alone.
    */
-  submitMany?(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]>;
+  submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]>;
   /** Finds a job by name (adoption after a crash). */
   find(jobName: string): Promise<JobHandle | undefined>;
   /**

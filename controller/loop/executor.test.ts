@@ -4,7 +4,7 @@
  */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Backend, JobHandle, JobRequest } from '../backends/types.js';
+import type { Backend, JobRequest } from '../backends/types.js';
 import { StallingError } from '../errors.js';
 import type { ControllerMetrics } from '../metrics.js';
 import type { RunAction } from '../reconcile/run-plan.js';
@@ -73,44 +73,52 @@ const missing = async (a: RunAction) => {
 };
 
 describe('Executor.prepare', () => {
-  it('find, then prepare, then submit; a job found by name is adopted without preparing', async () => {
+  it('prepare, then one submit call for the batch; what the adapter adopts is recorded as adopted (the executor never looks first)', async () => {
     const calls: string[] = [];
     const backend: Partial<Backend> = {
       find: async (name) => {
         calls.push(`find ${name}`);
-        return name === 'adv-old-1' ? ({ backend: 'b', jobName: name, jobId: '7' } as JobHandle) : undefined;
+        return undefined;
       },
-      submit: async (job) => {
-        calls.push(`submit ${job.run}`);
-        return { backend: 'b', jobName: job.jobName, jobId: '8' };
+      submit: async (jobs) => {
+        calls.push(`submit ${jobs.map((j) => j.run).join(',')}`);
+        return jobs.map((j) =>
+          j.run === 'old'
+            ? { backend: 'b', jobName: j.jobName, jobId: '7', adopted: true }
+            : { backend: 'b', jobName: j.jobName, jobId: '8' },
+        );
       },
     };
     const { ex, docs } = executor(backend, ['new', 'old'], async () => undefined, calls);
-    await ex.executeAll([action('new')]);
-    await ex.executeAll([action('old')]);
-    expect(calls).toEqual(['find adv-new-1', 'prepare new', 'request new', 'submit new', 'find adv-old-1']);
+    await ex.executeAll([action('new'), action('old')]);
+    expect(calls).toEqual(['prepare new', 'prepare old', 'request new', 'request old', 'submit new,old']);
     expect(docs.get('old')!.status.attempts[0]!.jobId).toBe('7');
+    expect(docs.get('new')!.status.attempts[0]!.jobId).toBe('8');
   });
 
-  it.each([
-    ['one by one', false],
-    ['in a batch', true],
-  ])('%s: a prepare that needs a person stalls that run; the others are submitted', async (_t, batch) => {
+  it('one job’s error is that job’s alone: the others of the batch are submitted', async () => {
+    const backend: Partial<Backend> = {
+      submit: async (jobs) =>
+        jobs.map((j) =>
+          j.run === 'bad'
+            ? new Error('no such partition')
+            : { backend: 'b', jobName: j.jobName, jobId: j.run },
+        ),
+    };
+    const { ex, docs } = executor(backend, ['bad', 'good'], async () => undefined);
+    await ex.executeAll([action('bad'), action('good')]);
+    expect(docs.get('good')!.status.attempts[0]!.jobId).toBe('good');
+    expect(docs.get('bad')!.status.attempts[0]!.jobId).toBeUndefined();
+  });
+
+  it('a prepare that needs a person stalls that run; the others are submitted', async () => {
     const submitted: string[] = [];
-    const backend: Partial<Backend> = batch
-      ? {
-          submitMany: async (jobs) => {
-            submitted.push(...jobs.map((j) => j.run));
-            return jobs.map((j) => ({ backend: 'b', jobName: j.jobName, jobId: j.run }));
-          },
-        }
-      : {
-          find: async () => undefined,
-          submit: async (job) => {
-            submitted.push(job.run);
-            return { backend: 'b', jobName: job.jobName, jobId: job.run };
-          },
-        };
+    const backend: Partial<Backend> = {
+      submit: async (jobs) => {
+        submitted.push(...jobs.map((j) => j.run));
+        return jobs.map((j) => ({ backend: 'b', jobName: j.jobName, jobId: j.run }));
+      },
+    };
     const { ex, docs, calls } = executor(backend, ['fork', 'plain'], missing);
     await ex.executeAll([action('fork'), action('plain')]);
     expect(submitted).toEqual(['plain']);

@@ -56,8 +56,8 @@ export class Executor {
     const batches = new Map<string, RunAction[]>();
     const singles = new Map<string, RunAction[]>();
     for (const a of actions) {
-      const canBatch = a.type === 'submit' && this.d.adapters.instance(a.backend)?.submitMany;
-      const into = canBatch ? batches : singles;
+      // Submits go to their backend as one batch; it finds or submits each (`Backend.submit`).
+      const into = a.type === 'submit' && this.d.adapters.instance(a.backend) ? batches : singles;
       into.set(a.backend, [...(into.get(a.backend) ?? []), a]);
     }
     await Promise.all([
@@ -79,16 +79,7 @@ export class Executor {
     const backend = this.d.adapters.instance(a.backend);
     if (!this.d.status.get<RunStatusDoc>('Run', a.run)) return {};
     if (a.type === 'cancel') return backend ? this.cancel(backend, a) : {};
-    if (!backend) return this.submitFailed(a, new Error(`backend ${a.backend} is not available`));
-    try {
-      const found = await backend.find(a.jobName);
-      if (found) return this.submitted(a, found.jobId, true);
-      await this.d.prepare?.(a);
-      const handle = await backend.submit(this.d.jobRequest(a));
-      return this.submitted(a, handle.jobId, false);
-    } catch (e) {
-      return this.submitFailed(a, e);
-    }
+    return this.submitFailed(a, new Error(`backend ${a.backend} is not available`));
   }
 
   private async cancel(backend: Backend, a: RunAction & { type: 'cancel' }): Promise<ReconcileOutcome> {
@@ -128,14 +119,14 @@ export class Executor {
       }
     });
     if (!ready.length) return out;
-    let results: Awaited<ReturnType<NonNullable<Backend['submitMany']>>>;
+    let results: Awaited<ReturnType<Backend['submit']>>;
     try {
-      results = await backend.submitMany!(ready.map((r) => r.req));
+      results = await backend.submit(ready.map((r) => r.req));
     } catch (e) {
       return [...out, ...ready.map(({ a }): ActionOutcome => [runKey(a.run), this.submitFailed(a, e)])];
     }
     ready.forEach(({ a }, i) => {
-      const r = results[i]!;
+      const r = results[i] ?? new Error(`${backendName} returned no result for ${a.jobName}`);
       out.push([
         runKey(a.run),
         r instanceof Error ? this.submitFailed(a, r) : this.submitted(a, r.jobId, Boolean(r.adopted)),

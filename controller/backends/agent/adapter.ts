@@ -81,12 +81,8 @@ export class AgentBackend implements Backend {
     return { backend: this.name, jobName, jobId: jobName };
   }
 
-  async submit(job: JobRequest): Promise<JobHandle> {
-    this.hub.enqueue(this.name, [job]);
-    return this.handle(job.jobName);
-  }
-
-  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+  /** One queue write for all (the hub's journal): a job the hub knows is adopted. */
+  async submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
     const known = jobs.map((j) => this.hub.has(j.jobName));
     try {
       this.hub.enqueue(this.name, jobs);

@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { processStartTicks } from '../../../runtime/proc.js';
-import type { BackendContext, JobRequest } from '../types.js';
+import { submitOne, type BackendContext, type JobRequest } from '../types.js';
 import { LocalBackend } from './index.js';
 import { removeTree } from '../../../test/helpers/io.js';
 
@@ -65,7 +65,7 @@ const job = (name: string, argv: string[], store?: string): JobRequest => ({
 });
 
 async function submit(b: LocalBackend, dataDir: string, j: JobRequest): Promise<number> {
-  const pid = Number((await b.submit(j)).jobId);
+  const pid = Number((await submitOne(b, j)).jobId);
   started.push({ pid, dir: join(dataDir, 'local', 'local', 'jobs', j.jobName) });
   return pid;
 }

@@ -25,12 +25,14 @@ import { LocalJobs, type JobUser, type LocalJob } from '../../../runtime/local-j
 import { optional, strict } from '../../spec/schema-kit.js';
 import {
   observedFromExit,
+  oneByOne,
   type AdapterDescriptor,
   type Backend,
   type BackendContext,
   type JobHandle,
   type JobRequest,
   type ObservedJob,
+  type SubmitResult,
   ONE_HOST_TRAITS,
 } from '../types.js';
 
@@ -87,8 +89,13 @@ export class LocalBackend implements Backend {
     return { backend: this.name, jobName, jobId: String(pid) };
   }
 
-  async submit(job: JobRequest): Promise<JobHandle> {
-    return this.handle(job.jobName, await this.jobs.start(job));
+  /** Find-or-start each job: a job dir with its pid or record is the job, adopted. */
+  submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+    return oneByOne(jobs, async (job) => {
+      const found = await this.find(job.jobName);
+      if (found) return { ...found, adopted: true };
+      return this.handle(job.jobName, await this.jobs.start(job));
+    });
   }
 
   /**

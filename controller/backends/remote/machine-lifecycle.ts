@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import {
   JobState,
   isEnded,
+  oneByOne,
   unobservable,
   type Backend,
   type BackendContext,
@@ -458,8 +459,9 @@ export abstract class MachineBackend<
     this.life = new MachineLifecycle(name, cloud, ctx, opts);
   }
 
-  submit(job: JobRequest): Promise<SubmitResult> {
-    return this.life.submit(job);
+  /** Each job's find-or-ask (the lifecycle's submit): never a second machine for a name. */
+  submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+    return oneByOne(jobs, (job) => this.life.submit(job));
   }
 
   find(jobName: string): Promise<JobHandle | undefined> {

@@ -164,18 +164,12 @@ export class SlurmBackend implements Backend {
     ].join('\n');
   }
 
-  async submit(job: JobRequest): Promise<JobHandle> {
-    const [r] = await this.submitMany([job]);
-    if (r instanceof Error) throw r;
-    return r!;
-  }
-
   /**
    * Submits many jobs with ONE SSH command: their job dirs go over as a tar on stdin, then the
    * login node runs one `sbatch` each (a login shell per SSH command costs ~70 ms here, an sbatch
    * ~4 ms). Idempotent by name: a job already queued or running under that name is returned.
    */
-  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+  async submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
     if (!jobs.length) return [];
     const work = await this.host.workRoot();
     const files: { name: string; body: string; mode?: number }[] = [];

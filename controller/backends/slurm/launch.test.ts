@@ -122,7 +122,7 @@ describe('slurm: what a two-node job launches', () => {
     return batch;
   };
 
-  /** The job dir as `submitMany` writes it, plus the stand-ins; returns the batch shell's env. */
+  /** The job dir as `submit` writes it, plus the stand-ins; returns the batch shell's env. */
   async function prepare(
     name: string,
     request: JobRequest,

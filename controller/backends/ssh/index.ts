@@ -36,13 +36,8 @@ export class SshBackend implements Backend {
     this.host = sshHostOf(spec, ctx);
   }
 
-  /** Idempotent by name: an existing pid file means this job was launched already. */
-  async submit(job: JobRequest): Promise<JobHandle> {
-    const pid = await this.host.launch(job);
-    return { backend: this.name, jobName: job.jobName, jobId: pid };
-  }
-
-  async submitMany(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+  /** One SSH command for all: idempotent by name (an existing pid file: launched already, adopted). */
+  async submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
     const launched = await this.host.launchMany(jobs);
     return launched.map((r, i) =>
       r instanceof Error

@@ -30,6 +30,7 @@ import { AttemptBook, polledNames } from '../remote/attempt-book.js';
 import { execBundlePath } from '../remote/pack.js';
 import {
   isEnded,
+  oneByOne,
   unobservable,
   type Backend,
   type BackendContext,
@@ -107,7 +108,15 @@ export class VolcanoBackend implements Backend {
     });
   }
 
-  async submit(job: JobRequest): Promise<SubmitResult> {
+  /** Find-or-create each Job: one that exists under the name (not being deleted) is adopted. */
+  submit(jobs: readonly JobRequest[]): Promise<(SubmitResult | Error)[]> {
+    return oneByOne(jobs, async (job) => {
+      const found = await this.find(job.jobName);
+      return found ? { ...found, adopted: true } : this.create(job);
+    });
+  }
+
+  private async create(job: JobRequest): Promise<SubmitResult> {
     const name = vcNameOf(job.jobName);
     const handle = { backend: this.name, jobName: job.jobName, jobId: name };
     const why = unrenderable(job, this.s);
