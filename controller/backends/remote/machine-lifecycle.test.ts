@@ -408,6 +408,17 @@ describe('MachineLifecycle', () => {
     expect(logged('deleting an orphaned box')).toBe(1);
   });
 
+  it('two machines of one job being deleted at once are both deleted (a delete is one per machine, not per job)', async () => {
+    const cloud = new TinyCloud();
+    const { life } = lifecycle(cloud);
+    cloud.hold();
+    const first = life.remove('adv-two-1', 1, 'stuck loading');
+    const second = life.remove('adv-two-1', 2, 'attempt Succeeded');
+    cloud.release();
+    await Promise.all([first, second]);
+    expect(cloud.deleted.sort()).toEqual([1, 2]);
+  });
+
   it('close waits for the deletes under way', async () => {
     const cloud = new TinyCloud();
     const { life } = lifecycle(cloud);

@@ -380,10 +380,15 @@ export class MachineLifecycle<M, P extends string | number> {
 
   /** Asks for a machine's deletion in the background; `close` waits for the request to be made. */
   remove(key: string, place: P | undefined, why: string): Promise<void> {
-    return this.book.deleteOnce(key, () => this.cloud.delete(key, place, why), 'cannot delete the machine', {
-      ...this.cloud.fields(key, place),
-      why,
-    });
+    return this.book.deleteOnce(
+      deleting(key, place),
+      () => this.cloud.delete(key, place, why),
+      'cannot delete the machine',
+      {
+        ...this.cloud.fields(key, place),
+        why,
+      },
+    );
   }
 
   /**
@@ -401,8 +406,8 @@ export class MachineLifecycle<M, P extends string | number> {
   private sweep(owners: readonly string[], listed: Map<string, M>): void {
     const going = (m: M) => this.cloud.standing(m).kind === 'going';
     for (const [key, m] of this.book.orphans(listed, owners, (j) => this.cloud.keyOf(j), going)) {
-      if (this.book.isDeleting(key)) continue;
       const place = this.cloud.placeOf(m);
+      if (this.book.isDeleting(deleting(key, place))) continue;
       this.logger.warn(this.cloud.fields(key, place, m), this.cloud.words.orphan);
       for (const [jobName] of this.provisioning)
         if (this.cloud.keyOf(jobName) === key) this.provisioning.delete(jobName);
@@ -484,6 +489,12 @@ export abstract class MachineBackend<
     this.cloud.close();
   }
 }
+
+/**
+ * What a delete is deduplicated by: the job's key AND the machine's place. One job may have two
+ * machines going at once (a stuck rental deleted while its replacement is asked for, then ended).
+ */
+const deleting = (key: string, place: unknown): string => `${key}@${JSON.stringify(place ?? null)}`;
 
 /** Waits `ms` (a provisioning task's pause between two looks of its own). */
 export const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
