@@ -5,9 +5,11 @@
  * `git update-ref NEW OLD`, a compare-and-swap; fetch and push are the git CLI.
  */
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { AdvError, ErrorCode } from '../errors.js';
 import { toolEnv } from '../internal/child-env.js';
+import { isPlainRepo, LooseCommitter, LooseObjects, readRefFile } from './loose.js';
 import type { CommitInfo, CommitRequest, GitPort, PushResult, TreeEntry } from './port.js';
 
 export interface GitEnvOptions {
@@ -15,6 +17,11 @@ export interface GitEnvOptions {
   env?: NodeJS.ProcessEnv;
   /** Timeout of network calls (fetch, push), ms. Default 30 s. */
   networkTimeoutMs?: number;
+  /**
+   * Commits of at most this many files are written in-process as loose objects (loose.ts), larger
+   * ones by `git fast-import`. Default 64; 0 sends every commit to fast-import.
+   */
+  looseCommitMaxFiles?: number;
 }
 
 export interface RunResult {
@@ -265,6 +272,10 @@ export class NativeGit implements GitPort {
   private scratchUsed = false;
   private readonly env: NodeJS.ProcessEnv;
   private readonly networkTimeoutMs: number;
+  /** Whether refs are read and small commits written in-process (loose.ts); asked once. */
+  private plainRepo: Promise<boolean> | undefined;
+  private readonly committer: LooseCommitter;
+  private readonly looseMax: number;
 
   constructor(
     readonly gitdir: string,
@@ -272,15 +283,37 @@ export class NativeGit implements GitPort {
   ) {
     this.env = opts.env ?? {};
     this.networkTimeoutMs = opts.networkTimeoutMs ?? 30_000;
+    this.looseMax = opts.looseCommitMaxFiles ?? 64;
     this.batch = new CatFileBatch(gitdir, this.env);
     this.check = new CatFileBatch(gitdir, this.env, '--batch-check');
+    this.committer = new LooseCommitter(new LooseObjects(join(gitdir, 'objects')), this);
+  }
+
+  /** Blob sizes by id, for `readTree(…, { sizes: true })`; bounded, oldest dropped first. */
+  private readonly sizes = new Map<string, number>();
+
+  private rememberSize(oid: string, size: number): void {
+    this.sizes.set(oid, size);
+    if (this.sizes.size > 200_000) this.sizes.delete(this.sizes.keys().next().value!);
+  }
+
+  private plain(): Promise<boolean> {
+    return (this.plainRepo ??= isPlainRepo(this.gitdir, this.env).catch(() => false));
   }
 
   private git(args: readonly string[], input?: Uint8Array | string): Promise<Buffer> {
     return git(args, { gitdir: this.gitdir, env: this.env, ...(input !== undefined ? { input } : {}) });
   }
 
+  /** A plain ref of a plain repository is read from its file, the rest by `git rev-parse`. */
   async resolveRef(ref: string): Promise<string | undefined> {
+    if (await this.plain()) {
+      const oid = await readRefFile(this.gitdir, ref).catch(() => null);
+      if (oid === undefined) return undefined;
+      // `^{commit}`: a ref to a commit is answered here; a tag (to peel) or a missing object by git.
+      if (oid !== null && (await this.check.readMany([oid])[0]!.catch(() => undefined))?.type === 'commit')
+        return oid;
+    }
     const r = await runGit(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], {
       gitdir: this.gitdir,
       env: this.env,
@@ -299,9 +332,11 @@ export class NativeGit implements GitPort {
   async readTree(oid: string, opts: { sizes?: boolean } = {}): Promise<TreeEntry[]> {
     const entries = parseTree(await this.batch.read(oid));
     if (!opts.sizes) return entries;
-    const blobs = entries.filter((e) => e.type === 'blob');
-    const info = await Promise.all(this.check.readMany(blobs.map((e) => e.oid)));
-    blobs.forEach((e, i) => (e.size = info[i]!.size));
+    // A blob's size never changes: a folder of 10,000 files where one changed asks for one size.
+    const unknown = entries.filter((e) => e.type === 'blob' && !this.sizes.has(e.oid));
+    const info = await Promise.all(this.check.readMany(unknown.map((e) => e.oid)));
+    unknown.forEach((e, i) => this.rememberSize(e.oid, info[i]!.size));
+    for (const e of entries) if (e.type === 'blob') e.size = this.sizes.get(e.oid);
     return entries;
   }
 
@@ -313,9 +348,16 @@ export class NativeGit implements GitPort {
    * One `git fast-import` per commit: git builds the trees and writes everything as one pack,
    * whether the commit changes one status file or ten thousand (in-process loose-object writes
    * cost about 1.3 ms a file here, see docs/benchmarks.md). The commit is written to a scratch ref
-   * and its id read back with `get-mark`; the caller moves the real ref by compare-and-swap.
+   * and its id read back with `get-mark`; the caller moves the real ref by compare-and-swap. A
+   * small commit (what most passes write) is written in-process as loose objects instead
+   * (loose.ts): one changed file no longer starts git and rewrites a pack.
    */
   async commitFiles(c: CommitRequest): Promise<string> {
+    if (c.files.size <= this.looseMax && (await this.plain())) {
+      const oid = await this.committer.commit(c);
+      this.gcNowAndThen();
+      return oid;
+    }
     this.scratchUsed = true;
     const enc = new TextEncoder();
     const parts: Uint8Array[] = [];
@@ -347,12 +389,16 @@ export class NativeGit implements GitPort {
     const oid = out.toString('utf8').trim().split('\n').pop() ?? '';
     if (!/^[0-9a-f]{40}$/.test(oid))
       throw new AdvError(ErrorCode.GitError, `git fast-import returned no commit id (${oid})`);
-    if (++this.commitsSinceGc >= 200) {
-      this.commitsSinceGc = 0;
-      // Each fast-import leaves a small pack; let git consolidate them now and then.
-      void runGit(['gc', '--auto', '--quiet'], { gitdir: this.gitdir, env: this.env });
-    }
+    this.gcNowAndThen();
     return oid;
+  }
+
+  private gcNowAndThen(): void {
+    if (++this.commitsSinceGc < 200) return;
+    this.commitsSinceGc = 0;
+    // Each fast-import leaves a small pack, each small commit a few loose objects: let git
+    // consolidate them now and then.
+    void runGit(['gc', '--auto', '--quiet'], { gitdir: this.gitdir, env: this.env });
   }
 
   async updateRef(ref: string, newOid: string, expectedOld: string | undefined): Promise<boolean> {
