@@ -27,7 +27,7 @@ import { BackendView } from './loop/backend-view.js';
 import { loadControllerId, writeRuntimeInfo } from './loop/controller-id.js';
 import { JobInputs } from './loop/job-inputs.js';
 import { SecretSources, type SecretSource } from './secrets.js';
-import { errText, liveAttempts, Observer, type Observation } from './loop/observer.js';
+import { errText, liveAttemptsOf, Observer, type LiveAttempt, type Observation } from './loop/observer.js';
 import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
 import { PassScopes, isOwnerKey, reconcileOwner, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
 import { requeue } from './loop/requeue.js';
@@ -65,6 +65,7 @@ export class Controller {
   private readonly inputs: JobInputs;
   private readonly desired: DesiredState;
   private readonly status: StatusWriter;
+  private readonly live: () => LiveAttempt[];
   private readonly sync: RepoSync;
   private readonly gate: VerifiedHead;
   readonly adapters: BackendAdapters;
@@ -98,12 +99,12 @@ export class Controller {
     this.inputs = new JobInputs(opts.secretEnv ?? process.env, secrets, opts.dataDir, this.logger);
     this.queue = new WorkQueue({ now: this.now });
     // The gauges are counted when /metrics is scraped, not every pass.
-    const gauges = () =>
-      metricsSnapshot(this.status, liveAttempts(this.status), this.queue.length, this.now());
+    const gauges = () => metricsSnapshot(this.status, this.live(), this.queue.length, this.now());
     this.metrics = new ControllerMetrics(gauges, { processMetrics: opts.processMetrics ?? false });
     const descriptors = opts.backends ?? BACKENDS;
     this.desired = new DesiredState(repo.git, { ...opts, descriptors, logger: this.logger, mode: repo.mode });
     this.status = new StatusWriter(repo.git, repo.statusRef, opts.identity ?? DEFAULT_IDENTITY, this.now);
+    this.live = liveAttemptsOf(this.status);
     const { logger, metrics, now } = this;
     const onReload = () => this.status.names('Run').forEach((n) => this.queue.add(runKey(n)));
     this.sync = new RepoSync(repo, this.status, {
@@ -143,7 +144,7 @@ export class Controller {
     this.scopes = new PassScopes({
       ...{ desired: this.desired, status: this.status, git: repo.git, remote: repo.mode === 'remote' },
       codeRepos: this.codeRepos,
-      backends: () => this.backendView.infos(liveAttempts(this.status)),
+      backends: () => this.backendView.infos(this.live()),
       ...{
         inputs: this.inputs,
         controllerId: () => this.controllerId,
@@ -199,7 +200,7 @@ export class Controller {
     if (!this.desired.head) return stats;
     stageSourceStatus(this.status, this.desired.loadErrors, this.desired.head, now);
     this.resyncIfDue(now);
-    const live = liveAttempts(this.status);
+    const live = this.live();
     const observation = await this.observer.observe(live, this.inputs.objects, (run) =>
       this.queue.add(runKey(run)),
     );
@@ -281,7 +282,7 @@ export class Controller {
       due = this.queue.takeDue();
     }
     for (const key of due) this.queue.add(key);
-    this.backendView.stageStatus(liveAttempts(this.status), this.now());
+    this.backendView.stageStatus(this.live(), this.now());
     return actions;
   }
 

@@ -126,9 +126,9 @@ export function statusDocs<T>(
   kind: 'Run' | 'DAG' | 'Backend',
   get: (name: string) => T | undefined,
 ): T[] {
+  // Already sorted, and shared: never sorted in place.
   return c.view
     .statusNames(kind)
-    .sort()
     .map((n) => get(n))
     .filter((d): d is T => !!d);
 }

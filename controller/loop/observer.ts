@@ -202,10 +202,20 @@ export function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/**
+ * Every run whose latest attempt is live, in name order, from a status index kept up to date as
+ * status documents change: a pass over 10,000 runs does not look at each of them to find these.
+ */
+export function liveAttemptsOf(status: StatusWriter): () => LiveAttempt[] {
+  const live = status.index<RunStatusDoc>('Run', (d) => isLiveAttempt(d.status.attempts.at(-1)));
+  return () => liveAttempts(status, live);
+}
+
 /** Every run whose latest attempt is live (submitting, queued or running), from the status branch. */
-export function liveAttempts(status: StatusWriter): LiveAttempt[] {
+export function liveAttempts(status: StatusWriter, among?: ReadonlySet<string>): LiveAttempt[] {
   const out: LiveAttempt[] = [];
-  for (const run of status.names('Run')) {
+  // `among`: the runs `StatusWriter.index` keeps as live; in name order, as a scan would give them.
+  for (const run of among ? [...among].sort() : status.names('Run')) {
     const attempt = status.get<RunStatusDoc>('Run', run)!.status.attempts.at(-1);
     if (isLiveAttempt(attempt)) out.push({ run, attempt });
   }

@@ -45,7 +45,7 @@ export class StatusView {
   }
 
   /** Names of the objects of a kind on the status branch. */
-  statusNames(kind: 'Run' | 'DAG' | 'Backend'): string[] {
+  statusNames(kind: 'Run' | 'DAG' | 'Backend'): readonly string[] {
     return this.status.names(kind);
   }
 

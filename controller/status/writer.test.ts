@@ -1,5 +1,10 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { commitMessage } from './writer.js';
+import { git, NativeGit } from '../git/native.js';
+import type { RunStatusDoc, StatusDoc } from './types.js';
+import { commitMessage, StatusWriter } from './writer.js';
 import { printable } from './printable.js';
 
 describe('commitMessage', () => {
@@ -81,5 +86,61 @@ describe('spec-controlled text in commit messages', () => {
       'run/é-ü: Running (attempt 1 on local) ✓',
     );
     expect(printable('tab\there')).toBe('tab\\x09here');
+  });
+});
+
+describe('StatusWriter names and lookups', () => {
+  const doc = (name: string, phase: string) =>
+    ({
+      apiVersion: 'v1',
+      kind: 'RunStatus',
+      metadata: { name },
+      status: { phase, attempts: [] },
+    }) as unknown as StatusDoc;
+  const change = { summary: 's', trailers: [] as [string, string][] };
+
+  it('names follow staging, commits and deletions; the sorted list is shared, never stale', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'adv-writer-'));
+    try {
+      const gitdir = join(dir, 'repo.git');
+      await git(['init', '--quiet', '--bare', gitdir]);
+      const g = new NativeGit(gitdir);
+      const w = new StatusWriter(g, 'refs/heads/status', { name: 'a', email: 'a@b' });
+      await w.load();
+      w.stage('Run', 'b', doc('b', 'Pending'), change);
+      w.stage('Run', 'a', doc('a', 'Pending'), change);
+      w.stage('DAG', 'd', doc('d', 'Pending'), change);
+      expect(w.names('Run')).toEqual(['a', 'b']);
+      await w.commitBatch();
+      expect(w.names('Run')).toEqual(['a', 'b']);
+      expect(w.get<RunStatusDoc>('Run', 'a')?.status).toMatchObject({ phase: 'Pending' });
+      // A staged deletion hides the name; staging it back to what is committed shows it again.
+      w.stage('Run', 'a', null, change);
+      expect(w.names('Run')).toEqual(['b']);
+      expect(w.get('Run', 'a')).toBeUndefined();
+      w.stage('Run', 'a', doc('a', 'Pending'), change);
+      expect(w.names('Run')).toEqual(['a', 'b']);
+      expect(w.stagedCount).toBe(0);
+      // A changed document of a known name: a lookup sees it staged, the names stay.
+      w.stage('Run', 'b', doc('b', 'Running'), change);
+      expect(w.get<RunStatusDoc>('Run', 'b')?.status).toMatchObject({ phase: 'Running' });
+      w.stage('Run', 'c', doc('c', 'Pending'), change);
+      expect(w.names('Run')).toEqual(['a', 'b', 'c']);
+      expect(w.stagedCount).toBe(2);
+      await w.commitBatch();
+      w.stage('Run', 'b', null, change);
+      await w.commitBatch();
+      expect(w.names('Run')).toEqual(['a', 'c']);
+      expect(w.names('DAG')).toEqual(['d']);
+      expect(Object.isFrozen(w.names('Run'))).toBe(true);
+      // A fresh load of the branch says the same.
+      const again = new StatusWriter(g, 'refs/heads/status', { name: 'a', email: 'a@b' });
+      await again.load();
+      expect(again.names('Run')).toEqual(['a', 'c']);
+      expect(again.get<RunStatusDoc>('Run', 'c')?.status).toMatchObject({ phase: 'Pending' });
+      await g.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -61,13 +61,18 @@ export function blobOid(content: Uint8Array): string {
   return createHash('sha1').update(`blob ${content.byteLength}\0`).update(content).digest('hex');
 }
 
+type Staged = { entry: (Entry & { bytes: Uint8Array }) | null; change: StagedChange };
+
 export class StatusWriter {
-  private readonly docs = new Map<string, Entry>();
-  private readonly staged = new Map<
-    string,
-    { entry: (Entry & { bytes: Uint8Array }) | null; change: StagedChange }
-  >();
+  /** Committed documents, by kind and name (a pass looks up 10,000 runs: no path strings built). */
+  private readonly docs = new Map<StatusKind, Map<string, Entry>>();
+  private readonly staged = new Map<StatusKind, Map<string, Staged>>();
+  private stagedTotal = 0;
+  /** `names(kind)`, sorted, until the set of names of that kind changes. */
+  private readonly sortedNames = new Map<StatusKind, readonly string[]>();
   private headOid: string | undefined;
+  private readonly indexes: { kind: StatusKind; test: (doc: StatusDoc) => boolean; names: Set<string> }[] =
+    [];
 
   constructor(
     private readonly git: GitPort,
@@ -81,6 +86,18 @@ export class StatusWriter {
     return this.headOid;
   }
 
+  private docsOf(kind: StatusKind): Map<string, Entry> {
+    let m = this.docs.get(kind);
+    if (!m) this.docs.set(kind, (m = new Map()));
+    return m;
+  }
+
+  private stagedOf(kind: StatusKind): Map<string, Staged> {
+    let m = this.staged.get(kind);
+    if (!m) this.staged.set(kind, (m = new Map()));
+    return m;
+  }
+
   /**
    * (Re)reads every status file at the ref's tip; drops anything staged. Files whose blob id is in
    * `cache` are not read or parsed again (a restart with thousands of status files).
@@ -88,16 +105,20 @@ export class StatusWriter {
   async load(cache?: ReadonlyMap<string, StatusDoc>): Promise<void> {
     this.docs.clear();
     this.staged.clear();
+    this.stagedTotal = 0;
+    this.sortedNames.clear();
+    for (const index of this.indexes) index.names.clear();
     this.headOid = await this.git.resolveRef(this.ref);
     if (!this.headOid) return;
     const commit = await this.git.readCommit(this.headOid);
     const root = await this.git.readTree(commit.tree);
-    const files: { path: string; oid: string }[] = [];
-    for (const dir of Object.values(STATUS_DIRS)) {
+    const files: { kind: StatusKind; name: string; oid: string }[] = [];
+    for (const [kind, dir] of Object.entries(STATUS_DIRS) as [StatusKind, string][]) {
       const sub = root.find((e) => e.path === dir && e.type === 'tree');
       if (!sub) continue;
       for (const e of await this.git.readTree(sub.oid))
-        if (e.type === 'blob') files.push({ path: `${dir}/${e.path}`, oid: e.oid });
+        if (e.type === 'blob' && e.path.endsWith('.yaml'))
+          files.push({ kind, name: e.path.slice(0, -'.yaml'.length), oid: e.oid });
     }
     const missing = files.filter((f) => !cache?.has(f.oid));
     const blobs = await this.git.readBlobs(missing.map((f) => f.oid));
@@ -111,35 +132,63 @@ export class StatusWriter {
     });
     for (const f of files) {
       const doc = cache?.get(f.oid) ?? parsed.get(f.oid);
-      if (doc) this.docs.set(f.path, { oid: f.oid, doc });
+      if (doc) this.docsOf(f.kind).set(f.name, { oid: f.oid, doc });
     }
+    for (const index of this.indexes) this.reindexAll(index);
   }
 
   /** Parsed status by blob id, to persist and hand back to `load` after a restart. */
   exportCache(): [string, StatusDoc][] {
-    return [...this.docs.values()].map((e) => [e.oid, e.doc]);
+    return [...this.docs.values()].flatMap((m) =>
+      [...m.values()].map((e): [string, StatusDoc] => [e.oid, e.doc]),
+    );
   }
 
   get<T extends StatusDoc>(kind: StatusKind, name: string): T | undefined {
-    const path = statusPath(kind, name);
-    const s = this.staged.get(path);
+    const s = this.stagedTotal ? this.staged.get(kind)?.get(name) : undefined;
     if (s) return (s.entry?.doc as T) ?? undefined;
-    return this.docs.get(path)?.doc as T | undefined;
+    return this.docs.get(kind)?.get(name)?.doc as T | undefined;
   }
 
-  /** Names of every object of a kind with a status file (staged changes included). */
-  names(kind: StatusKind): string[] {
-    const prefix = STATUS_DIRS[kind] + '/';
-    const set = new Set<string>();
-    for (const p of this.docs.keys())
-      if (p.startsWith(prefix)) set.add(p.slice(prefix.length, -'.yaml'.length));
-    for (const [p, s] of this.staged) {
-      if (!p.startsWith(prefix)) continue;
-      const name = p.slice(prefix.length, -'.yaml'.length);
+  /**
+   * The names of a kind whose current document (staged changes included) passes `test`, kept up to
+   * date as documents are staged, committed and loaded: a pass asks for the few runs with a live
+   * attempt without looking at 10,000 documents.
+   */
+  index<T extends StatusDoc>(kind: StatusKind, test: (doc: T) => boolean): ReadonlySet<string> {
+    const index = { kind, test: test as (doc: StatusDoc) => boolean, names: new Set<string>() };
+    this.indexes.push(index);
+    this.reindexAll(index);
+    return index.names;
+  }
+
+  private reindexAll(index: (typeof this.indexes)[number]): void {
+    index.names.clear();
+    for (const name of this.names(index.kind))
+      if (index.test(this.get(index.kind, name)!)) index.names.add(name);
+  }
+
+  private reindex(kind: StatusKind, name: string): void {
+    for (const index of this.indexes) {
+      if (index.kind !== kind) continue;
+      const doc = this.get(kind, name);
+      if (doc && index.test(doc)) index.names.add(name);
+      else index.names.delete(name);
+    }
+  }
+
+  /** Names of every object of a kind with a status file (staged changes included), sorted. */
+  names(kind: StatusKind): readonly string[] {
+    const known = this.sortedNames.get(kind);
+    if (known) return known;
+    const set = new Set(this.docs.get(kind)?.keys());
+    for (const [name, s] of this.staged.get(kind) ?? []) {
       if (s.entry) set.add(name);
       else set.delete(name);
     }
-    return [...set].sort();
+    const sorted = Object.freeze([...set].sort());
+    this.sortedNames.set(kind, sorted);
+    return sorted;
   }
 
   /**
@@ -152,15 +201,19 @@ export class StatusWriter {
     doc: StatusDoc | null,
     change: Omit<StagedChange, 'kind' | 'name'>,
   ): boolean {
-    const path = statusPath(kind, name);
     const bytes = doc ? enc.encode(serializeStatus(doc)) : null;
     const oid = bytes ? blobOid(bytes) : null;
-    const current = this.docs.get(path);
+    const current = this.docs.get(kind)?.get(name);
+    const staged = this.stagedOf(kind);
+    const prevStaged = staged.get(name);
+    const existedBefore = prevStaged ? prevStaged.entry !== null : current !== undefined;
+    if (existedBefore !== (oid !== null)) this.sortedNames.delete(kind);
     if ((oid === null && !current) || (oid !== null && current?.oid === oid)) {
-      this.staged.delete(path);
+      if (prevStaged) this.stagedTotal--;
+      staged.delete(name);
+      this.reindex(kind, name);
       return false;
     }
-    const prevStaged = this.staged.get(path);
     if (prevStaged && oid !== null && prevStaged.entry?.oid === oid) return false;
     const merged: StagedChange = {
       kind,
@@ -168,16 +221,24 @@ export class StatusWriter {
       summary: change.summary,
       trailers: prevStaged ? mergeTrailers(prevStaged.change.trailers, change.trailers) : change.trailers,
     };
-    this.staged.set(path, { entry: bytes === null ? null : { oid: oid!, doc: doc!, bytes }, change: merged });
+    if (!prevStaged) this.stagedTotal++;
+    staged.set(name, { entry: bytes === null ? null : { oid: oid!, doc: doc!, bytes }, change: merged });
+    this.reindex(kind, name);
     return true;
   }
 
   get stagedCount(): number {
-    return this.staged.size;
+    return this.stagedTotal;
+  }
+
+  private stagedEntries(): [string, Staged][] {
+    return [...this.staged].flatMap(([kind, m]) =>
+      [...m].map(([name, s]): [string, Staged] => [statusPath(kind, name), s]),
+    );
   }
 
   stagedChanges(): StagedChange[] {
-    return [...this.staged.values()].map((s) => s.change);
+    return this.stagedEntries().map(([, s]) => s.change);
   }
 
   /**
@@ -206,8 +267,8 @@ export class StatusWriter {
   async commitBatch(
     opts: { specCommit?: string } = {},
   ): Promise<{ oid: string; message: string; changes: StagedChange[] } | undefined> {
-    if (this.staged.size === 0) return undefined;
-    const changes = [...this.staged.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+    if (this.stagedTotal === 0) return undefined;
+    const changes = this.stagedEntries().sort(([a], [b]) => (a < b ? -1 : 1));
     const message = commitMessage(
       changes.map(([, s]) => s.change),
       opts.specCommit,
@@ -223,11 +284,13 @@ export class StatusWriter {
     const moved = await this.git.updateRef(this.ref, oid, this.headOid);
     if (!moved) throw new StatusConflict(this.ref);
     this.headOid = oid;
-    for (const [path, s] of changes) {
-      if (s.entry) this.docs.set(path, { oid: s.entry.oid, doc: s.entry.doc });
-      else this.docs.delete(path);
+    for (const [, s] of changes) {
+      const docs = this.docsOf(s.change.kind);
+      if (s.entry) docs.set(s.change.name, { oid: s.entry.oid, doc: s.entry.doc });
+      else docs.delete(s.change.name);
     }
     this.staged.clear();
+    this.stagedTotal = 0;
     return { oid, message, changes: changes.map(([, s]) => s.change) };
   }
 }
