@@ -53,7 +53,7 @@ export function splitKey(key: string): [string, string] {
 }
 
 /** Every Run and DAG key that is desired or has a status: what a resync looks at. */
-export function everyKey(desired: DesiredState, status: { names(kind: string): string[] }): string[] {
+export function everyKey(desired: DesiredState, status: { names(kind: string): readonly string[] }): string[] {
   const keys = new Set<string>();
   for (const n of [...desired.names('Run'), ...status.names('Run')]) keys.add(runKey(n));
   for (const n of [...desired.names('DAG'), ...status.names('DAG')]) keys.add(dagKey(n));
@@ -386,6 +386,7 @@ function sameChild(a: DesiredRun, b: DesiredRun): boolean {
 /** Names whose fingerprint differs between two maps (added, changed or removed). */
 function diffPrints(now: ReadonlyMap<string, string>, before: ReadonlyMap<string, string>): string[] {
   const out: string[] = [];
-  for (const n of new Set([...now.keys(), ...before.keys()])) if (now.get(n) !== before.get(n)) out.push(n);
+  for (const [n, p] of now) if (before.get(n) !== p) out.push(n);
+  for (const n of before.keys()) if (!now.has(n)) out.push(n);
   return out;
 }
