@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
-import { SshBackend } from '../controller/backends/ssh/index.js';
+import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import pLimit from 'p-limit';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
-import { SlurmBackend } from '../controller/backends/slurm/index.js';
+import { SlurmBackend } from '../controller/backends/slurm/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { submitOne, type JobHandle } from '../controller/backends/types.js';

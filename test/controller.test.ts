@@ -307,8 +307,8 @@ describe('crash safety (exactly-once submission)', () => {
     const { localBackend } = await import('../controller/backends/local/index.js');
     const hang = {
       ...localBackend,
-      create: (spec: never, ctx: never) => ({
-        ...localBackend.create(spec, ctx),
+      create: async (spec: never, ctx: never) => ({
+        ...(await localBackend.create(spec, ctx)),
         name: 'local',
         type: 'local' as const,
         find: async () => undefined,

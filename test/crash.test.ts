@@ -208,8 +208,8 @@ spec:
         backends: [
           {
             ...localBackend,
-            create: (spec, ctx) =>
-              Object.assign(localBackend.create(spec, ctx), {
+            create: async (spec, ctx) =>
+              Object.assign(await localBackend.create(spec, ctx), {
                 submit: () => new Promise<never>(() => undefined),
               }),
           },
@@ -250,8 +250,8 @@ spec:
       // can record the job id.
       const crashing: BackendDescriptor = {
         ...localBackend,
-        create: (spec, ctx) => {
-          const real = localBackend.create(spec, ctx);
+        create: async (spec, ctx) => {
+          const real = await localBackend.create(spec, ctx);
           return Object.assign(Object.create(Object.getPrototypeOf(real)), real, {
             submit: async (req: Parameters<typeof real.submit>[0]) => {
               await real.submit(req);

@@ -106,14 +106,13 @@ function shortestCycle(graph: ReadonlyMap<string, readonly string[]>, inside: Re
 }
 
 /**
- * The one loop left, and what takes it apart: `spec/schema.ts` builds the Backend schema from the
- * registry's descriptors, each of which carries its adapter (`create`), and `backends/types.ts`
- * (the port) and the adapters read the spec types back from `spec/schema.ts`. It goes when each
- * backend folder's `settings.ts` holds its settings block, rules and traits, the schema reads a
- * list of those, and the port's types no longer come from the schema module — the folder layout
- * and port work of issue 32 (gcp-tpu/, vastai/, volcano/, backends/types.ts: not this part's
- * files). Until then it is allowed only as it is: every file of it in `controller/backends/` or
- * `controller/spec/schema.ts`, and `spec/schema.ts` in it; any other loop fails.
+ * The one loop left: `spec/schema.ts` builds the Backend schema from the registry's descriptors,
+ * and the port (`backends/types.ts`), the settings and the adapters name the spec types derived
+ * from it back (`import type`); the descriptors reach their adapters only by `import()`. Nothing
+ * of it loads at run time (the load-time test below holds that, with no exception); it goes when
+ * the spec types no longer come from the schema module. Until then it is allowed only as it is:
+ * every file of it in `controller/backends/` or `controller/spec/schema.ts`, and `spec/schema.ts`
+ * in it; any other loop fails.
  */
 function isKnownLoop(cycle: readonly string[], graph: ReadonlyMap<string, readonly string[]>): boolean {
   const members = componentOf(cycle[0]!, graph);
@@ -196,14 +195,83 @@ function layerBreaks(graph: ReadonlyMap<string, readonly string[]>): string[] {
   return out;
 }
 
+/**
+ * Every production file → what loading it loads: the production files and packages of its value
+ * imports and re-exports. Not `import type` / `export type` (erased), nor `import()` (loaded when
+ * it runs). Under `verbatimModuleSyntax`, `import { type A } from 'm'` still loads `m`: an edge.
+ */
+function loadGraph(files: readonly string[] = PACKAGES.flatMap(sources)): Map<string, string[]> {
+  const known = new Set(files);
+  const graph = new Map<string, string[]>();
+  for (const f of files) {
+    const file = ts.createSourceFile(f, readFileSync(join(ROOT, f), 'utf8'), ts.ScriptTarget.Latest);
+    const specs = file.statements.flatMap((s) =>
+      (ts.isImportDeclaration(s) && !s.importClause?.isTypeOnly) ||
+      (ts.isExportDeclaration(s) && !s.isTypeOnly && s.moduleSpecifier)
+        ? [(s.moduleSpecifier as ts.StringLiteral).text]
+        : [],
+    );
+    // A package is named as imported (`ssh2`); a relative import, by the production file it names.
+    const to = specs.flatMap((s) => {
+      const t = target(f, s);
+      return t === undefined ? [s] : known.has(t) ? [t] : [];
+    });
+    graph.set(f, [...new Set(to)].sort());
+  }
+  return graph;
+}
+
+/**
+ * What validating YAML (`adv validate`, the loader, the editor schema: everything in
+ * `controller/spec/`) must not load. A descriptor's `create` loads its adapter with `import()`;
+ * the schema, rules and traits come from its `index.ts` and `settings.ts` alone.
+ */
+const NOT_FOR_VALIDATION: { what: RegExp; why: string }[] = [
+  {
+    what: /^controller\/backends\/[^/]+\/adapter\.ts$/,
+    why: 'an adapter: its descriptor loads it in `create`',
+  },
+  { what: /^controller\/(transport|backends\/remote)\//, why: 'a transport to a machine' },
+  {
+    what: /^controller\/backends\/(vastai\/client|gcp-tpu\/gcloud|volcano\/kubectl|agent\/(hub|api))\.ts$/,
+    why: "a backend's client",
+  },
+  { what: /^ssh2$/, why: 'the SSH client package' },
+];
+
+/** Each thing of NOT_FOR_VALIDATION that `controller/spec/` loads, as the chain that loads it. */
+function validationLoads(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const from = new Map<string, string | undefined>();
+  const queue = [...graph.keys()].filter((f) => f.startsWith('controller/spec/')).sort();
+  for (const f of queue) from.set(f, undefined);
+  const out: string[] = [];
+  while (queue.length) {
+    const v = queue.shift()!;
+    const rule = NOT_FOR_VALIDATION.find((r) => r.what.test(v));
+    if (rule) {
+      const chain = [v];
+      for (let p = from.get(v); p; p = from.get(p)) chain.unshift(p);
+      out.push(`${chain.join(' → ')} (${rule.why})`);
+      continue;
+    }
+    for (const w of graph.get(v) ?? [])
+      if (!from.has(w)) {
+        from.set(w, v);
+        queue.push(w);
+      }
+  }
+  return out;
+}
+
 describe('the import graph of controller/, cli/ and runtime/', () => {
   const graph = importGraph();
+  const loads = loadGraph();
 
   it('sees the production files and their imports', () => {
     // A walk that found nothing would pass every check below.
     expect(graph.size).toBeGreaterThan(200);
     expect(graph.get('cli/adv.ts')).toContain('cli/program.ts');
-    expect(graph.get('controller/backends/local/index.ts')).toContain('runtime/local-jobs.ts');
+    expect(graph.get('controller/backends/local/adapter.ts')).toContain('runtime/local-jobs.ts');
   });
 
   it('has no import cycle (type-only imports included) but the one being taken apart', () => {
@@ -217,9 +285,37 @@ describe('the import graph of controller/, cli/ and runtime/', () => {
     ).toBe(true);
   });
 
+  it('has no load-time cycle at all: the known loop is made of type imports and `import()` only', () => {
+    const cycles = cyclesOf(loads).map((c) => c.join(' → '));
+    expect(cycles, `modules that load each other:\n${cycles.join('\n')}`).toEqual([]);
+  });
+
   it('keeps every layer rule', () => {
     const breaks = layerBreaks(graph);
     expect(breaks, `imports the wrong way:\n${breaks.join('\n')}`).toEqual([]);
+  });
+
+  it('loads no adapter, transport or backend client when validating YAML (controller/spec/)', () => {
+    // The walk sees the schema's way to the descriptors, and no load of an adapter by one.
+    expect(loads.get('controller/spec/schema.ts')).toContain('controller/backends/registry.ts');
+    expect(loads.get('controller/backends/registry.ts')).toContain('controller/backends/ssh/index.ts');
+    expect(graph.get('controller/backends/ssh/index.ts')).toContain('controller/backends/ssh/adapter.ts');
+    expect(loads.get('controller/backends/ssh/index.ts')).not.toContain('controller/backends/ssh/adapter.ts');
+    const found = validationLoads(loads);
+    expect(found, `validating YAML loads:\n${found.join('\n')}`).toEqual([]);
+  });
+
+  it('names the chain of a planted adapter load from controller/spec/', () => {
+    const planted = new Map(loads);
+    planted.set('controller/backends/ssh/index.ts', [
+      ...(planted.get('controller/backends/ssh/index.ts') ?? []),
+      'controller/backends/ssh/adapter.ts',
+    ]);
+    const found = validationLoads(planted);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatch(
+      /^controller\/spec\/[^ ]+ → .*controller\/backends\/registry\.ts → controller\/backends\/ssh\/index\.ts → controller\/backends\/ssh\/adapter\.ts \(an adapter: its descriptor loads it in `create`\)$/,
+    );
   });
 
   it('names a planted cycle and a planted wrong-way import', () => {

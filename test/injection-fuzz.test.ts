@@ -44,7 +44,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { Controller } from '../controller/controller.js';
-import { SlurmBackend } from '../controller/backends/slurm/index.js';
+import { SlurmBackend } from '../controller/backends/slurm/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { CodeExporter, JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';

@@ -12,8 +12,9 @@ import { Controller } from '../controller/controller.js';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { BACKENDS } from '../controller/backends/registry.js';
-import { mapSlurmState, SlurmBackend, slurmBackend } from '../controller/backends/slurm/index.js';
-import { SshBackend } from '../controller/backends/ssh/index.js';
+import { SlurmBackend } from '../controller/backends/slurm/adapter.js';
+import { mapSlurmState, slurmBackend } from '../controller/backends/slurm/index.js';
+import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
@@ -174,8 +175,8 @@ spec:
     const { AdvError, ErrorCode } = await import('../controller/errors.js');
     const flaky: typeof slurmBackend = {
       ...slurmBackend,
-      create: (spec, ctx) => {
-        const real = slurmBackend.create(spec, ctx) as SlurmBackend;
+      create: async (spec, ctx) => {
+        const real = (await slurmBackend.create(spec, ctx)) as SlurmBackend;
         const submit = real.submit.bind(real);
         real.submit = async (jobs) => {
           const r = await submit(jobs);

@@ -12,7 +12,7 @@ import { Controller } from '../controller/controller.js';
 import pino from 'pino';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { bootstrapScript } from '../controller/backends/remote/bootstrap.js';
-import { SshBackend } from '../controller/backends/ssh/index.js';
+import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends.js';

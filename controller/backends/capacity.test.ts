@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseGres, parseSinfoCapacity } from './slurm/index.js';
+import { parseGres, parseSinfoCapacity } from './slurm/parse.js';
 import { parseNvidiaSmi } from './remote/capacity.js';
 
 describe('GRES and sinfo parsing', () => {

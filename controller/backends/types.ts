@@ -387,8 +387,12 @@ export interface BackendDescriptor<
    * is of this type or carries this type's block.
    */
   rules?(spec: BackendObject['spec'], report: RuleReport): void;
-  /** The adapter; absent while the type is declared (schema, rules) but not built yet. */
-  create?(spec: BackendObject, ctx: BackendContext): Backend;
+  /**
+   * The adapter; absent while the type is declared (schema, rules) but not built yet. The built-in
+   * types load their `adapter.ts` here (a dynamic import), so what reads only the schema, rules and
+   * traits (validating YAML) loads no adapter and none of its clients.
+   */
+  create?(spec: BackendObject, ctx: BackendContext): Backend | Promise<Backend>;
   traits: BackendTraits;
 }
 
@@ -397,7 +401,7 @@ export interface AdapterDescriptor<
   T extends string = string,
   S extends BackendSettings | undefined = BackendSettings | undefined,
 > extends BackendDescriptor<T, S> {
-  create(spec: BackendObject, ctx: BackendContext): Backend;
+  create(spec: BackendObject, ctx: BackendContext): Backend | Promise<Backend>;
 }
 
 /**

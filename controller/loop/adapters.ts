@@ -54,21 +54,21 @@ export class BackendAdapters {
       const cur = this.adapters.get(name);
       if (cur && cur.gen === gen) continue;
       await cur?.instance?.close?.();
-      this.adapters.set(name, { ...this.make(name, obj), gen });
+      this.adapters.set(name, { ...(await this.make(name, obj)), gen });
     }
     for (const [name, a] of this.adapters) {
       if (!specs.has(name)) a.info = { ...a.info, usable: false, why: 'the Backend spec was removed' };
     }
   }
 
-  private make(name: string, obj: BackendObject): Omit<Adapter, 'gen'> {
+  private async make(name: string, obj: BackendObject): Promise<Omit<Adapter, 'gen'>> {
     const descriptor = descriptorFor(obj.spec.type, this.descriptors);
     let why = unusableBecause(obj.spec, this.descriptors);
     let instance: Backend | undefined;
     // A suspended backend still polls its live jobs; it only takes no new ones.
     if (descriptor?.create && (!why || obj.spec.suspend)) {
       try {
-        instance = descriptor.create(obj, this.contextFor(name));
+        instance = await descriptor.create(obj, this.contextFor(name));
       } catch (e) {
         why = `cannot start adapter: ${e instanceof Error ? e.message : String(e)}`;
         this.logger.warn({ backend: name, err: why }, 'backend adapter not started');
@@ -94,7 +94,7 @@ export class BackendAdapters {
     const spec = this.specs.get(name);
     if (!spec) return undefined;
     await this.adapters.get(name)?.instance?.close?.();
-    this.adapters.set(name, { ...this.make(name, spec.obj), gen: spec.gen });
+    this.adapters.set(name, { ...(await this.make(name, spec.obj)), gen: spec.gen });
     return this.instance(name);
   }
 

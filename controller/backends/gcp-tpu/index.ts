@@ -4,7 +4,6 @@
  * the multi-host contract, the node deleted when the attempt ends. See `adapter.ts`.
  */
 import type { AdapterDescriptor } from '../types.js';
-import { TpuBackend } from './adapter.js';
 import { TPU_TRAITS } from './names.js';
 import { gcpTpuSettings } from './settings.js';
 
@@ -16,7 +15,9 @@ export const gcpTpuBackend: AdapterDescriptor<'gcp-tpu', typeof gcpTpuSettings> 
   settings: gcpTpuSettings,
   needsConnection: false,
   traits: TPU_TRAITS,
-  create(spec, ctx) {
+  // Loaded when a Backend of this type is started, never by validating YAML (test/import-graph.test.ts).
+  async create(spec, ctx) {
+    const { TpuBackend } = await import('./adapter.js');
     return new TpuBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

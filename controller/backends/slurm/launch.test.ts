@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../../test/helpers/wait.js';
 import { bootstrapScript, envFile, remoteJobEnv } from '../remote/bootstrap.js';
 import type { BackendContext, JobRequest } from '../types.js';
-import { SlurmBackend } from './index.js';
+import { SlurmBackend } from './adapter.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
 
 /** Records argv and the contract it was given, then the signals it gets; ends at the first. */

@@ -1,8 +1,12 @@
-/** The `slurm:` settings block of a Backend, and the rules the schema cannot say. */
+/**
+ * The `slurm:` settings block of a Backend, the rules the schema cannot say, and the traits they
+ * imply (the descriptor declares them; the adapter reads them for the checkpoint mode).
+ */
 import { Type } from '@sinclair/typebox';
 import { KeyedMap, optional, strict } from '../../spec/schema-kit.js';
 import type { Backend as BackendObject } from '../../spec/schema.js';
-import type { RuleReport } from '../types.js';
+import { CheckpointMode } from '../checkpoint-mode.js';
+import { declaredGpuTypes, type BackendTraits, type RuleReport } from '../types.js';
 
 const PartitionSchema = strict(
   {
@@ -161,3 +165,21 @@ export function slurmRules(spec: BackendObject['spec'], report: RuleReport): voi
       );
   });
 }
+
+/** `slurm`: a batch scheduler holds jobs until they fit, and a job may span nodes. */
+export const SLURM_TRAITS: BackendTraits = {
+  queuesWhenFull: true,
+  multiNode: true,
+  tpus: false,
+  billsFrom: 'started',
+  // Every node runs the job from its job dir, on the cluster's shared file system.
+  checkpointModes: () => [CheckpointMode.Shared, CheckpointMode.PerProcess],
+  // SLURM takes long names; 63 keeps the names every earlier version gave (adoption finds them).
+  jobNameMax: 63,
+  // The partitions' GPU types and the types `gresMapping` maps (its `default` is not a type).
+  gpuTypes: (spec) => [
+    ...declaredGpuTypes(spec),
+    ...(spec.slurm?.partitions ?? []).flatMap((p) => (p.gpuType ? [p.gpuType] : [])),
+    ...Object.keys(spec.slurm?.gresMapping ?? {}).filter((t) => t !== 'default'),
+  ],
+};

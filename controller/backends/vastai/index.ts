@@ -4,7 +4,6 @@
  * ends. See `adapter.ts`.
  */
 import { declaredGpuTypes, ONE_HOST_TRAITS, type BackendDescriptor } from '../types.js';
-import { VastBackend } from './adapter.js';
 import { vastGpuNames } from './query.js';
 import { vastaiSettings } from './settings.js';
 
@@ -25,7 +24,9 @@ export const vastaiBackend: BackendDescriptor<'vastai', typeof vastaiSettings> =
       return types.length ? types : undefined;
     },
   },
-  create(spec, ctx) {
+  // Loaded when a Backend of this type is started, never by validating YAML (test/import-graph.test.ts).
+  async create(spec, ctx) {
+    const { VastBackend } = await import('./adapter.js');
     return new VastBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

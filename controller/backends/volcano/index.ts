@@ -5,7 +5,6 @@
  * evictions. See `adapter.ts`.
  */
 import { declaredGpuTypes, type AdapterDescriptor } from '../types.js';
-import { VolcanoBackend } from './adapter.js';
 import { VOLCANO_TRAITS } from './render.js';
 import { volcanoSettings } from './settings.js';
 
@@ -29,7 +28,9 @@ export const volcanoBackend: AdapterDescriptor<'volcano', typeof volcanoSettings
   settings: volcanoSettings,
   needsConnection: false,
   traits: { ...VOLCANO_TRAITS, gpuTypes: volcanoGpuTypes },
-  create(spec, ctx) {
+  // Loaded when a Backend of this type is started, never by validating YAML (test/import-graph.test.ts).
+  async create(spec, ctx) {
+    const { VolcanoBackend } = await import('./adapter.js');
     return new VolcanoBackend(spec.metadata.name, spec.spec, ctx);
   },
 };

@@ -12,7 +12,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { processStartTicks } from '../../../runtime/proc.js';
 import { submitOne, type BackendContext, type JobRequest } from '../types.js';
-import { LocalBackend } from './index.js';
+import { LocalBackend } from './adapter.js';
 import { removeTree } from '../../../test/helpers/io.js';
 
 let tmp: string;
