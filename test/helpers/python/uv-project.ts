@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 /** The uv version `requirements/ci.txt` pins (adv exec installs the same when a host has none). */
 export const UV_PIN =
@@ -159,7 +159,7 @@ with zipfile.ZipFile(s["out"], "w") as z:
         z.writestr(zi, data)
 `;
 
-const FINGERPRINT_PY = `"""Prints one line that says what environment this runs in (see test/helpers/uv-project.ts)."""
+const FINGERPRINT_PY = `"""Prints one line that says what environment this runs in (see test/helpers/python/uv-project.ts)."""
 import os
 import sys
 
