@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { killTree } from '../test/helpers/cloud/fake-tpu-nodes.js';
+import { killTree } from '../test/helpers/processes.js';
 import { localJobPids } from '../test/helpers/backends/job-pids.js';
 
 export interface Sample {

@@ -19,7 +19,7 @@ import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { jobPids } from '../test/helpers/backends/job-pids.js';
-import { killTree } from '../test/helpers/cloud/fake-tpu-api.js';
+import { killTree } from '../test/helpers/processes.js';
 import { startFakeVastApi } from '../test/helpers/cloud/fake-vast-api.js';
 import { makeWorkTree } from '../test/helpers/git/specs-repo.js';
 import { startSshd } from '../test/helpers/servers/sshd.js';

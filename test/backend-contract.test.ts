@@ -39,7 +39,7 @@ import {
   type BackendKind,
 } from './helpers/backends/every-backend.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/cloud/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 /**
  * Outside CI, `ADV_CONTRACT_WITHOUT=slurm,…` leaves kinds out (a SLURM cluster may be busy with

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { DagStatusDoc, SourceStatusDoc } from '../controller/status/types.js';
-import { killTree } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { jobPids } from './helpers/backends/job-pids.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';

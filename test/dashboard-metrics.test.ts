@@ -19,7 +19,7 @@ import { dashboardRoute } from '../controller/dashboard/index.js';
 import { serve, type Serving } from '../controller/serve.js';
 import { metricsPrefix } from '../runtime/metrics.js';
 import { FILE_STORAGE } from './helpers/backends/kinds.js';
-import { killTree } from './helpers/cloud/fake-tpu-nodes.js';
+import { killTree } from './helpers/processes.js';
 import { removeTree } from './helpers/io.js';
 import { localJobPids } from './helpers/backends/job-pids.js';
 import { PYTHON, pythonAvailable } from './helpers/python/python.js';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { freePort } from './helpers/net.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/cloud/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 const available = k8sAvailable('the fake Kubernetes port-forward and exec tests');
 const NS = 'default';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/cloud/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 type Obj = Record<string, any>;
 

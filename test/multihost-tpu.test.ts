@@ -17,7 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml } from './helpers/backends/kinds.js';
-import { killTree, startFakeTpuApi, type FakeTpuApi } from './helpers/cloud/fake-tpu-api.js';
+import { startFakeTpuApi, type FakeTpuApi } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { captureIo } from './helpers/io.js';
 import { jobOutputs, jobPids } from './helpers/backends/job-pids.js';
 import {

@@ -17,7 +17,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { fileStorageYaml, sshBackendYaml, vastaiBackendYaml } from './helpers/backends/kinds.js';
-import { killTree } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { startFakeVastApi, type FakeVastApi } from './helpers/cloud/fake-vast-api.js';
 import { jobPids } from './helpers/backends/job-pids.js';
 import { pythonAvailable, VENV_BIN } from './helpers/python/python.js';

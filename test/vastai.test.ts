@@ -18,7 +18,7 @@ import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { labelPrefix } from '../controller/backends/vastai/adapter.js';
 import { FILE_STORAGE, TRAIN, vastaiBackendYaml } from './helpers/backends/kinds.js';
-import { killTree } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './helpers/cloud/fake-vast-api.js';
 import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';

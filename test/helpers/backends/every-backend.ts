@@ -37,7 +37,8 @@ import {
   volcanoBackendYaml,
 } from './kinds.js';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from '../k8s/fake-k8s.js';
-import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from '../cloud/fake-tpu-api.js';
+import { startFakeTpuApi, type FakeNode, type FakeTpuApi } from '../cloud/fake-tpu-api.js';
+import { killTree } from '../processes.js';
 import { startFakeVastApi, type FakeInstance, type FakeVastApi } from '../cloud/fake-vast-api.js';
 import { captureIo } from '../io.js';
 import { jobPids, localJobPids } from './job-pids.js';
