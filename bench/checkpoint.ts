@@ -20,7 +20,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { restoreLatest, uploadCheckpoint } from '../runtime/checkpoint.js';
 import { FileStore } from '../runtime/store/file.js';
 import { partSizeFor, S3Store } from '../runtime/store/s3.js';
-import { startS3 } from '../test/helpers/s3.js';
+import { startS3 } from '../test/helpers/servers/s3.js';
 import { table, writeRandom } from './lib.js';
 
 const MiB = 2 ** 20;

@@ -16,8 +16,8 @@ import { Controller } from '../controller/controller.js';
 import { dashboardRoute } from '../controller/dashboard/index.js';
 import { serve } from '../controller/serve.js';
 import { metricsPrefix } from '../runtime/metrics.js';
-import { FILE_STORAGE } from '../test/helpers/backends.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from '../test/helpers/specs-repo.js';
+import { FILE_STORAGE } from '../test/helpers/backends/kinds.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from '../test/helpers/git/specs-repo.js';
 import { median, stopLocalJobs, table } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_DASH_RUNS ?? 20);

@@ -8,7 +8,7 @@
  *     --frozen` run by hand in a copy of the project with an empty uv cache, each followed by the
  *     same one-line Python in the synced environment; and `adv exec` with the project off, its own
  *     overhead.
- * The test project is test/helpers/uv-project.ts's: one dependency, a local wheel (no network).
+ * The test project is test/helpers/python/uv-project.ts's: one dependency, a local wheel (no network).
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -21,9 +21,9 @@ import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
-import { sshConnection, startSshd } from '../test/helpers/sshd.js';
-import { makeWorkTree } from '../test/helpers/specs-repo.js';
-import { createUvProject, uvBinary } from '../test/helpers/uv-project.js';
+import { sshConnection, startSshd } from '../test/helpers/servers/sshd.js';
+import { makeWorkTree } from '../test/helpers/git/specs-repo.js';
+import { createUvProject, uvBinary } from '../test/helpers/python/uv-project.js';
 import { median, table } from './lib.js';
 
 const REPS = Number(process.env.BENCH_REPS ?? 5);

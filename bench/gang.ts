@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
-import { startS3 } from '../test/helpers/s3.js';
+import { startS3 } from '../test/helpers/servers/s3.js';
 import { table, writeRandom } from './lib.js';
 
 const BUNDLE = fileURLToPath(new URL('../dist/adv-exec.mjs', import.meta.url));

@@ -17,7 +17,7 @@ import http from 'isomorphic-git/http/node';
 import { IsoGit } from '../controller/git/iso.js';
 import { git, NativeGit } from '../controller/git/native.js';
 import { TreeListingCache } from '../controller/git/tree-source.js';
-import { startGitHttp } from '../test/helpers/git-http.js';
+import { startGitHttp } from '../test/helpers/git/git-http.js';
 import { runYaml } from './gen-repo.js';
 import { fastImport, statusHistory } from './git-fixtures.js';
 import { median, table } from './lib.js';

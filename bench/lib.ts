@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { killTree } from '../test/helpers/fake-tpu-nodes.js';
-import { localJobPids } from '../test/helpers/job-pids.js';
+import { killTree } from '../test/helpers/processes.js';
+import { localJobPids } from '../test/helpers/backends/job-pids.js';
 
 export interface Sample {
   ms: number;

@@ -19,8 +19,8 @@ import { SlurmBackend } from '../controller/backends/slurm/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
 import { submitOne, type JobHandle } from '../controller/backends/types.js';
-import { sshConnection, startSshd } from '../test/helpers/sshd.js';
-import { makeWorkTree } from '../test/helpers/specs-repo.js';
+import { sshConnection, startSshd } from '../test/helpers/servers/sshd.js';
+import { makeWorkTree } from '../test/helpers/git/specs-repo.js';
 import { table } from './lib.js';
 
 const N = Number(process.env.BENCH_JOBS ?? 200);

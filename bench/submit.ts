@@ -17,8 +17,8 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Controller } from '../controller/controller.js';
-import { startGitHttp } from '../test/helpers/git-http.js';
-import { ID, LOCAL_BACKEND, makeWorkTree } from '../test/helpers/specs-repo.js';
+import { startGitHttp } from '../test/helpers/git/git-http.js';
+import { ID, LOCAL_BACKEND, makeWorkTree } from '../test/helpers/git/specs-repo.js';
 import { waitFor } from '../test/helpers/wait.js';
 import { median, table } from './lib.js';
 

@@ -22,10 +22,11 @@ import { defaultSshTransport } from '../controller/transport/ssh.js';
 import type { JobHandle, JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
 import { openStore } from '../runtime/store/index.js';
-import { jobPids } from '../test/helpers/job-pids.js';
-import { killTree, startFakeTpuApi } from '../test/helpers/fake-tpu-api.js';
-import { makeWorkTree } from '../test/helpers/specs-repo.js';
-import { sshConnection, startSshd } from '../test/helpers/sshd.js';
+import { jobPids } from '../test/helpers/backends/job-pids.js';
+import { startFakeTpuApi } from '../test/helpers/cloud/fake-tpu-api.js';
+import { killTree } from '../test/helpers/processes.js';
+import { makeWorkTree } from '../test/helpers/git/specs-repo.js';
+import { sshConnection, startSshd } from '../test/helpers/servers/sshd.js';
 import { median, table } from './lib.js';
 
 const run = promisify(execFile);

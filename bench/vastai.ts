@@ -18,11 +18,11 @@ import { VastClient } from '../controller/backends/vastai/client.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { submitOne, type JobRequest } from '../controller/backends/types.js';
 import { NativeGit } from '../controller/git/native.js';
-import { jobPids } from '../test/helpers/job-pids.js';
-import { killTree } from '../test/helpers/fake-tpu-api.js';
-import { startFakeVastApi } from '../test/helpers/fake-vast-api.js';
-import { makeWorkTree } from '../test/helpers/specs-repo.js';
-import { startSshd } from '../test/helpers/sshd.js';
+import { jobPids } from '../test/helpers/backends/job-pids.js';
+import { killTree } from '../test/helpers/processes.js';
+import { startFakeVastApi } from '../test/helpers/cloud/fake-vast-api.js';
+import { makeWorkTree } from '../test/helpers/git/specs-repo.js';
+import { startSshd } from '../test/helpers/servers/sshd.js';
 import { median, table } from './lib.js';
 
 const HOSTS = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6'];

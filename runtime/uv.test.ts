@@ -1,6 +1,6 @@
 /**
  * uv projects under adv exec, with the real uv and a project whose one dependency is a local wheel
- * (test/helpers/uv-project.ts): synced once per host per lock, the workload in that environment,
+ * (test/helpers/python/uv-project.ts): synced once per host per lock, the workload in that environment,
  * uv installed when the host has none — all without the network.
  */
 import { execFileSync } from 'node:child_process';
@@ -19,7 +19,7 @@ import {
   UV_PIN,
   uvBinary,
   type UvProject,
-} from '../test/helpers/uv-project.js';
+} from '../test/helpers/python/uv-project.js';
 import { advExec, argvFor } from './exec.js';
 import { UV_VERSION } from './uv.js';
 

@@ -13,8 +13,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { git } from '../controller/git/native.js';
 import { EXEC_FILE, readJson, type ExecRecord } from '../runtime/records.js';
 import { removeTree } from './helpers/io.js';
-import { pythonAvailable } from './helpers/python.js';
-import { createUvProject, expectedFingerprint, FINGERPRINT_ENTRY, uvBinary } from './helpers/uv-project.js';
+import { pythonAvailable } from './helpers/python/python.js';
+import {
+  createUvProject,
+  expectedFingerprint,
+  FINGERPRINT_ENTRY,
+  uvBinary,
+} from './helpers/python/uv-project.js';
 import { waitFor } from './helpers/wait.js';
 
 const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');

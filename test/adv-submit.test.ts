@@ -13,11 +13,11 @@ import { parse } from 'yaml';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { git } from '../controller/git/native.js';
-import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
-import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
+import { FILE_STORAGE, sshBackendYaml } from './helpers/backends/kinds.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git/git-http.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
-import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';
+import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 
 const available = haveSshd();
 if (!available && process.env.CI) throw new Error('sshd is required in CI: apt-get install openssh-server');

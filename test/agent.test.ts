@@ -15,11 +15,11 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { serve, type Serving } from '../controller/serve.js';
-import { ADV, startAgentProcess, type AgentProc } from './helpers/agent.js';
-import { agentBackendYaml, FILE_STORAGE, TRAIN } from './helpers/backends.js';
+import { ADV, startAgentProcess, type AgentProc } from './helpers/backends/agent.js';
+import { agentBackendYaml, FILE_STORAGE, TRAIN } from './helpers/backends/kinds.js';
 import { freePort } from './helpers/net.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { startStallProxy } from './helpers/stall-proxy.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { startStallProxy } from './helpers/servers/stall-proxy.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 import type { ExecRecord, ExitRecord } from '../runtime/records.js';
 

@@ -1,6 +1,6 @@
 /**
  * The backend contract: the same scenarios, one table, against every registered backend type on
- * the real component or the faithful fake each already has (test/helpers/every-backend.ts). What
+ * the real component or the faithful fake each already has (test/helpers/backends/every-backend.ts). What
  * the controller counts on from an adapter, whatever it drives:
  *
  * - **runs and batches**: `poll` answers once per handle, in order, with the job's end (an exit
@@ -37,9 +37,9 @@ import {
   everyBackendAvailable,
   useEveryBackend,
   type BackendKind,
-} from './helpers/every-backend.js';
+} from './helpers/backends/every-backend.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 /**
  * Outside CI, `ADV_CONTRACT_WITHOUT=slurm,…` leaves kinds out (a SLURM cluster may be busy with

@@ -13,7 +13,7 @@ import { JobState } from '../controller/backends/types.js';
 import { Controller } from '../controller/controller.js';
 import { DirectorySource, formatDiagnostic, loadSpecs } from '../controller/index.js';
 import { throwawayBackend, type ThrowawayJob } from './fixtures/backends/throwaway/index.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const backendYaml = (settings: string) => `apiVersion: adventuretime.dev/v1alpha1

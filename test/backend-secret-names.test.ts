@@ -12,9 +12,9 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import type { SourceStatusDoc } from '../controller/status/types.js';
-import { startFakeVastApi, type FakeVastApi } from './helpers/fake-vast-api.js';
+import { startFakeVastApi, type FakeVastApi } from './helpers/cloud/fake-vast-api.js';
 import { removeTree } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
 const STORE_KEY = 'STORECANARY_99';

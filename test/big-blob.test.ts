@@ -16,7 +16,7 @@ import type { GitPort } from '../controller/git/port.js';
 import { GitTreeSource, TreeListingCache } from '../controller/git/tree-source.js';
 import { SpecLoader } from '../controller/spec/loader.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 const LIMIT = 1024 * 1024;
 const row = '- [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5]\n';

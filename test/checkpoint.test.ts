@@ -22,7 +22,7 @@ import { recordRestore } from '../runtime/restore-barrier.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { S3Store } from '../runtime/store/s3.js';
 import { removeTree } from './helpers/io.js';
-import { startS3, type S3Server } from './helpers/s3.js';
+import { startS3, type S3Server } from './helpers/servers/s3.js';
 import { jitter, waitFor } from './helpers/wait.js';
 
 const TRAIN = join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py');

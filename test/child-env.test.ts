@@ -13,10 +13,10 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/pro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeGcloudConfig } from './helpers/gcloud-config.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { writeGcloudConfig } from './helpers/cloud/gcloud-config.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { stopProcess, waitFor } from './helpers/wait.js';
 
 const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');

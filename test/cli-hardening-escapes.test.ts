@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { git } from '../controller/git/native.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { ID, LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { ID, LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 /** Every character that must never reach a terminal raw (a newline between lines is fine). */
 const RAW =

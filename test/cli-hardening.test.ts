@@ -13,9 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { git } from '../controller/git/native.js';
 import { openStore } from '../runtime/store/index.js';
-import { startGitHttp } from './helpers/git-http.js';
+import { startGitHttp } from './helpers/git/git-http.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 let tmp: string;
 const env = { HOME: '', XDG_CACHE_HOME: '' };

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { git } from '../controller/git/native.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/git/specs-repo.js';
 
 let tmp: string;
 let repo: string;

@@ -22,11 +22,11 @@ import { CodeRepos, type CodeRepoState } from '../controller/git/code-repos.js';
 import { gitCodeExporter } from '../controller/backends/code.js';
 import { git, NativeGit } from '../controller/git/native.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { FILE_STORAGE, sshBackendYaml } from './helpers/backends.js';
+import { FILE_STORAGE, sshBackendYaml } from './helpers/backends/kinds.js';
 import { captureIo } from './helpers/io.js';
-import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
-import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';
 import { waitFor } from './helpers/wait.js';
 
 const TOKEN = 'code-repo-token-5c2e';

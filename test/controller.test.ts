@@ -12,8 +12,8 @@ import { Controller } from '../controller/controller.js';
 import { git } from '../controller/git/native.js';
 import { serve, signBody } from '../controller/serve.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { startGitHttp, type GitHttpServer } from './helpers/git-http.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { startGitHttp, type GitHttpServer } from './helpers/git/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { removeTree } from './helpers/io.js';
 import { Budget, HANG_GUARD_MS, repeatWithinBudget, waitFor } from './helpers/wait.js';
 

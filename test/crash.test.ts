@@ -14,9 +14,9 @@ import { Controller } from '../controller/controller.js';
 import { localBackend } from '../controller/backends/local/index.js';
 import type { BackendDescriptor } from '../controller/backends/types.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { sshBackendYaml } from './helpers/backends.js';
-import { haveSshd, startSshd } from './helpers/sshd.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { sshBackendYaml } from './helpers/backends/kinds.js';
+import { haveSshd, startSshd } from './helpers/servers/sshd.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { removeTree } from './helpers/io.js';
 import { waitFor } from './helpers/wait.js';
 

@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { DagStatusDoc, SourceStatusDoc } from '../controller/status/types.js';
-import { killTree } from './helpers/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { jobPids } from './helpers/job-pids.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { jobPids } from './helpers/backends/job-pids.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
 /** A ceiling for one wait on the controller, on a loaded machine. */

@@ -18,12 +18,12 @@ import { Controller } from '../controller/controller.js';
 import { dashboardRoute } from '../controller/dashboard/index.js';
 import { serve, type Serving } from '../controller/serve.js';
 import { metricsPrefix } from '../runtime/metrics.js';
-import { FILE_STORAGE } from './helpers/backends.js';
-import { killTree } from './helpers/fake-tpu-nodes.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
+import { killTree } from './helpers/processes.js';
 import { removeTree } from './helpers/io.js';
-import { localJobPids } from './helpers/job-pids.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { localJobPids } from './helpers/backends/job-pids.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const CHROMIUM = '/usr/bin/chromium';

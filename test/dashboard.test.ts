@@ -13,9 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { dashboardRoute, esc, hostAllowed, html } from '../controller/dashboard/index.js';
 import { serve, type Serving } from '../controller/serve.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/git/specs-repo.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {

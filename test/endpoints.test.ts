@@ -15,7 +15,7 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { serve, signBody, type Serving } from '../controller/serve.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const SECRET = 'hook-secret';

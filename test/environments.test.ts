@@ -3,7 +3,7 @@
  * backend it names — whose Environment exports a variable in a setup step, loads a module (the
  * `module` shell function of a sourced file, as Lmod provides it, from the host's setup) and whose
  * code is a uv project (real uv; one dependency, a local wheel: the sync needs no network), prints
- * a byte-identical fingerprint on all seven backend kinds (test/helpers/every-backend.ts: local;
+ * a byte-identical fingerprint on all seven backend kinds (test/helpers/backends/every-backend.ts: local;
  * ssh and slurm on the real sshd and SLURM; gcp-tpu through the real gcloud against a fake TPU
  * API; vastai against a fake Vast API; the pull agent; volcano through the real kubectl against a
  * fake Kubernetes). A host without the module ends the attempt as SetupFailed naming the step, and
@@ -19,14 +19,14 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { sshBackendYaml } from './helpers/backends.js';
+import { sshBackendYaml } from './helpers/backends/kinds.js';
 import {
   BACKEND_KINDS,
   everyBackendAvailable,
   useEveryBackend,
   type BackendKind,
-} from './helpers/every-backend.js';
-import { filesIn } from './helpers/specs-repo.js';
+} from './helpers/backends/every-backend.js';
+import { filesIn } from './helpers/git/specs-repo.js';
 import {
   buildUvWheelDir,
   createUvProject,
@@ -34,7 +34,7 @@ import {
   FINGERPRINT_ENTRY,
   MODULE_VAR_VALUE,
   UV_PIN,
-} from './helpers/uv-project.js';
+} from './helpers/python/uv-project.js';
 import { passUntil } from './helpers/wait.js';
 
 // uv is the project's .venv's (requirements/ci.txt); createUvProject says how to build it when it is missing.

@@ -17,9 +17,9 @@ import {
   sshBackendYaml,
   TRAIN,
   useSlurmCluster,
-} from './helpers/backends.js';
+} from './helpers/backends/kinds.js';
 import { captureIo } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const available = slurmAvailable('the failover test');

@@ -1,6 +1,6 @@
 /**
  * `kubectl port-forward` and `kubectl exec` — the real kubectl 1.32 — against the fake Kubernetes
- * API server (helpers/fake-k8s-streams.ts): port-forward over kubectl's default WebSocket tunnel
+ * API server (helpers/k8s/fake-k8s-streams.ts): port-forward over kubectl's default WebSocket tunnel
  * and over plain SPDY (`KUBECTL_PORT_FORWARD_WEBSOCKETS=false`) to a pod running
  * `python3 -m http.server`; exec over WebSocket v5 and over SPDY
  * (`KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`): stdout, stderr, exit code, stdin, the container's
@@ -13,10 +13,10 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { freePort } from './helpers/net.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 const available = k8sAvailable('the fake Kubernetes port-forward and exec tests');
 const NS = 'default';

@@ -1,5 +1,5 @@
 /**
- * The fake Kubernetes API server with Volcano (helpers/fake-k8s.ts) driven by the real `kubectl`:
+ * The fake Kubernetes API server with Volcano (helpers/k8s/fake-k8s.ts) driven by the real `kubectl`:
  * discovery, create/get/replace/delete and what kubectl prints for each answer, Volcano jobs whose
  * pods run as local processes (env and svc plugins, a PVC, a memory emptyDir), gang admission
  * against a queue's capability, eviction and lifecycle policies, volcano #2684 (held pods),
@@ -11,9 +11,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { canRunFakeK8s, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { waitFor } from './helpers/wait.js';
-import { alive } from './helpers/fake-tpu-nodes.js';
+import { alive } from './helpers/processes.js';
 
 type Obj = Record<string, any>;
 

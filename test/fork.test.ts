@@ -19,11 +19,11 @@ import { CheckpointNotFound, committedSteps, copyCheckpoint } from '../runtime/c
 import { MANIFEST, restoreLatest, stepPrefix, uploadCheckpoint } from '../runtime/checkpoint.js';
 import { FileStore, openStore, type ObjectStore } from '../runtime/store/index.js';
 import { S3Store } from '../runtime/store/s3.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { startS3, type S3Server } from './helpers/s3.js';
-import { startGitHttp } from './helpers/git-http.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { startS3, type S3Server } from './helpers/servers/s3.js';
+import { startGitHttp } from './helpers/git/git-http.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const TRAIN = readFileSync(join(import.meta.dirname, '..', 'examples', 'toy-train', 'train.py'), 'utf8');

@@ -17,7 +17,8 @@ import {
   tpuWorkerAddresses,
   type TpuNode,
 } from '../controller/backends/gcp-tpu/gcloud.js';
-import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
+import { startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { waitFor } from './helpers/wait.js';
 
 /** Whether `gcloud` is on PATH: in CI it must be (a missing one throws); elsewhere the tests skip. */

@@ -1,6 +1,6 @@
 /**
  * The `gcp-tpu` backend end to end, with the real `gcloud` against a fake of the Cloud TPU v2 API
- * on loopback (test/helpers/fake-tpu-api.ts: no Google service can run here) and the slice's
+ * on loopback (test/helpers/cloud/fake-tpu-api.ts: no Google service can run here) and the slice's
  * workers served by a real sshd listening on one loopback address per worker (127.0.0.2, …).
  * A two-worker v4-16 slice runs a job on both workers with process ids 0 and 1; a spot preemption
  * mid-run (the fake stops the workers' processes as a VM shutdown does) ends the attempt, deletes
@@ -19,12 +19,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml, TRAIN } from './helpers/backends.js';
-import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/fake-tpu-api.js';
+import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml, TRAIN } from './helpers/backends/kinds.js';
+import { startFakeTpuApi, type FakeNode, type FakeTpuApi } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { captureIo } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { startSshd, type Sshd } from './helpers/sshd.js';
-import { jobPids } from './helpers/job-pids.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { startSshd, type Sshd } from './helpers/servers/sshd.js';
+import { jobPids } from './helpers/backends/job-pids.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
 const available = gcloudAvailable('the gcp-tpu test');

@@ -19,7 +19,7 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { SourceStatusDoc } from '../controller/status/types.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 const BAD = join(import.meta.dirname, 'fixtures', 'bad');
 const MARKER = join(tmpdir(), `adv-hostile-pwned-${process.pid}`);

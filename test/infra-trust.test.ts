@@ -15,9 +15,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { SourceStatusDoc } from '../controller/status/types.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
 let tmp: string;

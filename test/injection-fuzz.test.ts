@@ -1,12 +1,12 @@
 /**
- * Injection fuzz suite: 1,200 generated hostile strings (test/helpers/hostile.ts: quotes, `$()`,
+ * Injection fuzz suite: 1,200 generated hostile strings (test/helpers/fuzz/hostile.ts: quotes, `$()`,
  * backticks, `${IFS}`, `;` `&&` `|`, newlines and CR, NUL, `../` and absolute paths, printf
  * formats, leading `-`, `#SBATCH` lines, 100 KiB and around the 128 KiB argument limit, unicode,
  * ANSI escapes, globs) in every spec field that takes a string. Each must be refused with the file
  * and line of the value, or arrive as one literal argument; nothing may run (every string that
  * could carries its own marker file, and none may exist afterwards).
  *
- * Field → sink, read from the code (each FieldCase in helpers/fuzz-fields.ts names its sink):
+ * Field → sink, read from the code (each FieldCase in helpers/fuzz/fuzz-fields.ts names its sink):
  * - Run `metadata.name`, DAG node ids → job name `adv-<run>-<n>` (`--job-name`, job dir, status file,
  *   store keys `runs/<run>/…`): DNS-1123 pattern.
  * - Run `command` as a list → argv: `shellJoin` into run.sh (ssh, slurm), spawn argv (local), then
@@ -51,7 +51,7 @@ import { NativeGit } from '../controller/git/native.js';
 import { resolveCodeRefs } from '../controller/reconcile/desired.js';
 import { SpecLoader } from '../controller/spec/loader.js';
 import { MAX_ARG_BYTES } from '../controller/spec/rules.js';
-import { SLURM_INFRA, slurmAvailable, slurmBackendYaml, sshBackendYaml } from './helpers/backends.js';
+import { SLURM_INFRA, slurmAvailable, slurmBackendYaml, sshBackendYaml } from './helpers/backends/kinds.js';
 import {
   deliveries,
   fitsRules,
@@ -62,11 +62,11 @@ import {
   workingDirSample,
   type Delivery,
   type FuzzRun,
-} from './helpers/fuzz-exec.js';
-import { FIELDS, verdict, type FieldCase, type Verdict } from './helpers/fuzz-fields.js';
-import { hostileStrings, type Hostile } from './helpers/hostile.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+} from './helpers/fuzz/fuzz-exec.js';
+import { FIELDS, verdict, type FieldCase, type Verdict } from './helpers/fuzz/fuzz-fields.js';
+import { hostileStrings, type Hostile } from './helpers/fuzz/hostile.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 
 const SEED = 0x5eed;
 /** What the launch commands of one wave of ssh Runs may take together (sshd passes ≤ 128 KiB). */

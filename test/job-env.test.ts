@@ -15,8 +15,8 @@ import {
   slurmBackendYaml,
   sshBackendYaml,
   useSlurmCluster,
-} from './helpers/backends.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+} from './helpers/backends/kinds.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const available = slurmAvailable('the job environment test');

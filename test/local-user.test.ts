@@ -15,7 +15,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { removeTree } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { stopProcess, waitFor } from './helpers/wait.js';
 
 const ADV = join(import.meta.dirname, '..', 'dist', 'cli', 'adv.js');

@@ -16,7 +16,7 @@ import { latestCommitted } from '../runtime/checkpoint.js';
 import { openStore } from '../runtime/store/index.js';
 import { removeTree } from './helpers/io.js';
 import { freePort } from './helpers/net.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
 
 /** Starting JAX twice, a distributed rendezvous, compiling, a few saves: slow on a busy CPU. */
 const ATTEMPT_MS = 240_000;

@@ -13,11 +13,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE, slurmAvailable, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
+import { FILE_STORAGE, slurmAvailable, slurmBackendYaml, useSlurmCluster } from './helpers/backends/kinds.js';
 import { captureIo } from './helpers/io.js';
-import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/multihost.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/python/multihost.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
 const available =

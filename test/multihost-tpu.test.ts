@@ -16,14 +16,21 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml } from './helpers/backends.js';
-import { killTree, startFakeTpuApi, type FakeTpuApi } from './helpers/fake-tpu-api.js';
+import { FILE_STORAGE, gcloudAvailable, gcpTpuBackendYaml } from './helpers/backends/kinds.js';
+import { startFakeTpuApi, type FakeTpuApi } from './helpers/cloud/fake-tpu-api.js';
+import { killTree } from './helpers/processes.js';
 import { captureIo } from './helpers/io.js';
-import { jobOutputs, jobPids } from './helpers/job-pids.js';
-import { finalParams, manifestAt, multihostFiles, referenceParams, type Job } from './helpers/multihost.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { startSshd, type Sshd } from './helpers/sshd.js';
+import { jobOutputs, jobPids } from './helpers/backends/job-pids.js';
+import {
+  finalParams,
+  manifestAt,
+  multihostFiles,
+  referenceParams,
+  type Job,
+} from './helpers/python/multihost.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { startSshd, type Sshd } from './helpers/servers/sshd.js';
 import { passUntil as passesUntil } from './helpers/wait.js';
 
 const available =

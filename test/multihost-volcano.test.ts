@@ -13,12 +13,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends.js';
-import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends/kinds.js';
+import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
-import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/multihost.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { finalParams, manifestAt, multihostFiles, referenceParams } from './helpers/python/multihost.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil } from './helpers/wait.js';
 
 const available =

@@ -19,7 +19,7 @@ import type { Heartbeat } from '../runtime/heartbeat.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { S3Store } from '../runtime/store/s3.js';
 import { removeTree } from './helpers/io.js';
-import { startS3 } from './helpers/s3.js';
+import { startS3 } from './helpers/servers/s3.js';
 import { waitFor } from './helpers/wait.js';
 
 /** One step of these tests (start two adv execs and their workloads, restore, commit) on a busy machine. */

@@ -19,9 +19,9 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import type { AlertStatusDoc, RunStatusDoc, SourceStatusDoc } from '../controller/status/types.js';
-import { startFakeGithub, type FakeGithub } from './helpers/fake-github.js';
+import { startFakeGithub, type FakeGithub } from './helpers/cloud/fake-github.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil, waitFor } from './helpers/wait.js';
 
 const execFileAsync = promisify(execFile);

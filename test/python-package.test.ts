@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestCommitted } from '../runtime/checkpoint.js';
 import { openStore } from '../runtime/store/index.js';
 import { removeTree } from './helpers/io.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
 import { waitFor } from './helpers/wait.js';
 
 const run = promisify(execFile);

@@ -14,10 +14,10 @@ import { Controller } from '../controller/controller.js';
 import { attemptPrefix, listCheckpoints, stepPrefix, uploadCheckpoint } from '../runtime/checkpoint.js';
 import { metricsPrefix } from '../runtime/metrics.js';
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { startS3, type S3Server } from './helpers/s3.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { startS3, type S3Server } from './helpers/servers/s3.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 
 /** One attempt of a small run on a loaded machine (submit, run, observe, commit): a ceiling, not a window. */
 const ATTEMPT_MS = 60_000;

@@ -12,7 +12,7 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import type { DagStatusDoc } from '../controller/status/types.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree } from './helpers/git/specs-repo.js';
 
 /** One attempt of a node (submit, run, observe, commit) on a loaded machine: a ceiling, not a window. */
 const ATTEMPT_MS = 45_000;

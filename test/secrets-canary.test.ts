@@ -25,9 +25,9 @@ import {
   slurmBackendYaml,
   sshBackendYaml,
   useSlurmCluster,
-} from './helpers/backends.js';
+} from './helpers/backends/kinds.js';
 import { captureIo } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const available = slurmAvailable('the secrets canary test');

@@ -1,8 +1,8 @@
 /**
  * `adv notebook --on` a volcano Backend, end to end: the session Run committed to the specs repo,
- * the controller's Volcano Job (the fake Kubernetes API with the real kubectl, helpers/fake-k8s.ts),
+ * the controller's Volcano Job (the fake Kubernetes API with the real kubectl, helpers/k8s/fake-k8s.ts),
  * Jupyter Lab started by adv exec in the pod, and the CLI's `kubectl port-forward` to it (WebSocket
- * tunnelled SPDY, helpers/fake-k8s-streams.ts). Headless Chromium, on the forwarded port, runs a
+ * tunnelled SPDY, helpers/k8s/fake-k8s-streams.ts). Headless Chromium, on the forwarded port, runs a
  * cell through the kernel's WebSocket: it prints the session's ADV_RUN. Then the idle timeout ends
  * the session: Succeeded, and the Job goes.
  */
@@ -14,9 +14,9 @@ import { delimiter, join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
-import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends.js';
-import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { fileStorageYaml, volcanoBackendYaml } from './helpers/backends/kinds.js';
+import { k8sAvailable, podLogs, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const CHROMIUM = '/usr/bin/chromium';

@@ -16,7 +16,7 @@ import { Controller } from '../controller/controller.js';
 import { overviewView } from '../controller/dashboard/pages.js';
 import type { Condition, SourceStatusDoc } from '../controller/status/types.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const WAIT_MS = 60_000;

@@ -17,9 +17,9 @@ import { mapSlurmState, slurmBackend } from '../controller/backends/slurm/index.
 import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
-import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends.js';
-import { sshConnection, startSshd } from './helpers/sshd.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { slurmAvailable, SLURM_INFRA, slurmBackendYaml, useSlurmCluster } from './helpers/backends/kinds.js';
+import { sshConnection, startSshd } from './helpers/servers/sshd.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const INFRA = SLURM_INFRA;

@@ -15,9 +15,9 @@ import { bootstrapScript } from '../controller/backends/remote/bootstrap.js';
 import { SshBackend } from '../controller/backends/ssh/adapter.js';
 import { defaultSshTransport } from '../controller/transport/ssh.js';
 import { NativeGit } from '../controller/git/native.js';
-import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends.js';
-import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
-import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { FILE_STORAGE, sshBackendYaml, TRAIN } from './helpers/backends/kinds.js';
+import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/servers/sshd.js';
+import { LOCAL_BACKEND, makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 const available = haveSshd();

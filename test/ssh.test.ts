@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SshTransport } from '../controller/transport/ssh.js';
-import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/sshd.js';
+import { haveSshd, sshConnection, startSshd, type Sshd } from './helpers/servers/sshd.js';
 import { Budget, HANG_GUARD_MS, measureMs } from './helpers/wait.js';
 
 const available = haveSshd();

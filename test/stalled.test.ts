@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import type { BackendStatusDoc } from '../controller/status/types.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/git/specs-repo.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {

@@ -17,9 +17,9 @@ import { expandPoints } from '../controller/spec/sweep-params.js';
 import type { RunStatusDoc, SweepStatusDoc } from '../controller/status/types.js';
 import { metricsPrefix } from '../runtime/metrics.js';
 import { openStore } from '../runtime/store/index.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { captureIo, removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
 import { waitFor } from './helpers/wait.js';
 
 /** Ceilings per operation, never windows: a handful of local attempts; one controller state. */

@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
-import { FILE_STORAGE } from './helpers/backends.js';
+import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { removeTree } from './helpers/io.js';
-import { PYTHON, pythonAvailable } from './helpers/python.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
+import { PYTHON, pythonAvailable } from './helpers/python/python.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/git/specs-repo.js';
 
 const FIXTURES = join(import.meta.dirname, 'fixtures', 'tracking');
 /** One attempt (submit, start Python and wandb, run, observe) on a loaded machine: a ceiling, not a window. */

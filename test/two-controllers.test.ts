@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { isAdvError } from '../controller/errors.js';
 import { removeTree } from './helpers/io.js';
-import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/specs-repo.js';
+import { LOCAL_BACKEND, makeWorkTree, runYaml } from './helpers/git/specs-repo.js';
 import { stopProcess, waitFor } from './helpers/wait.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];

@@ -1,6 +1,6 @@
 /**
  * The Vast.ai REST client (controller/backends/vastai/client.ts) against the fake Vast API
- * (test/helpers/fake-vast-api.ts) on loopback, with a real sshd behind the rented instance's ssh
+ * (test/helpers/cloud/fake-vast-api.ts) on loopback, with a real sshd behind the rented instance's ssh
  * fields: search and rent, watch an instance come up and reach its sshd, list more than one page,
  * destroy; 429 bursts, HTML and deprecated answers, taken offers, the API away for a while and for
  * too long, a wrong key. Waits are injected (the client's `sleep` records instead of sleeping), so
@@ -25,8 +25,8 @@ import {
   type FakeVastApi,
   type FakeVastApiOptions,
   type StopReason,
-} from './helpers/fake-vast-api.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
+} from './helpers/cloud/fake-vast-api.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';
 import { waitFor } from './helpers/wait.js';
 
 const sshdHere = haveSshd();

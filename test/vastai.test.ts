@@ -1,6 +1,6 @@
 /**
  * The `vastai` backend end to end, against a fake of the Vast.ai REST API on loopback
- * (test/helpers/fake-vast-api.ts: Vast cannot run here; no official client is installed, so the
+ * (test/helpers/cloud/fake-vast-api.ts: Vast cannot run here; no official client is installed, so the
  * adapter's own client drives it) whose rented instances are a real sshd on 127.0.0.2, 127.0.0.3, …
  * The toy workload runs on a rented instance; an interruptible instance outbid mid-run ends the
  * attempt, is destroyed, and the next attempt resumes from the committed step on another one; the
@@ -17,12 +17,12 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Controller } from '../controller/controller.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { labelPrefix } from '../controller/backends/vastai/adapter.js';
-import { FILE_STORAGE, TRAIN, vastaiBackendYaml } from './helpers/backends.js';
-import { killTree } from './helpers/fake-tpu-api.js';
-import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './helpers/fake-vast-api.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
-import { haveSshd, startSshd, type Sshd } from './helpers/sshd.js';
-import { jobPids } from './helpers/job-pids.js';
+import { FILE_STORAGE, TRAIN, vastaiBackendYaml } from './helpers/backends/kinds.js';
+import { killTree } from './helpers/processes.js';
+import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './helpers/cloud/fake-vast-api.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { haveSshd, startSshd, type Sshd } from './helpers/servers/sshd.js';
+import { jobPids } from './helpers/backends/job-pids.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
 if (!haveSshd() && process.env.CI) throw new Error('the vastai test needs openssh-server in CI');

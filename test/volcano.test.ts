@@ -1,6 +1,6 @@
 /**
  * The `volcano` backend end to end, with the real `kubectl` against a fake Kubernetes API server
- * with a fake Volcano on loopback (test/helpers/fake-k8s.ts: no API server can run here). Each
+ * with a fake Volcano on loopback (test/helpers/k8s/fake-k8s.ts: no API server can run here). Each
  * pod is a local process in its own mount and UTS namespaces, so the runtime ConfigMap, the PVCs
  * (a directory each: the file:// store is one) and /dev/shm appear at their real paths, and the
  * svc plugin's host names resolve.
@@ -24,10 +24,10 @@ import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
 import { CAPACITY_TTL_MS } from '../controller/loop/observer.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
-import { fileStorageYaml, TRAIN, volcanoBackendYaml } from './helpers/backends.js';
-import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/fake-k8s.js';
+import { fileStorageYaml, TRAIN, volcanoBackendYaml } from './helpers/backends/kinds.js';
+import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';
 import { captureIo } from './helpers/io.js';
-import { makeWorkTree, type WorkTree } from './helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { passUntil as passesUntil, waitFor } from './helpers/wait.js';
 
 const available = k8sAvailable('the volcano test');

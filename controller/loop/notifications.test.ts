@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeWorkTree, type WorkTree } from '../../test/helpers/specs-repo.js';
+import { makeWorkTree, type WorkTree } from '../../test/helpers/git/specs-repo.js';
 import { removeTree } from '../../test/helpers/io.js';
 import { waitFor } from '../../test/helpers/wait.js';
 import { SpecsRepo } from '../git/specs-repo.js';

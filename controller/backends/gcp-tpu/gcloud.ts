@@ -5,7 +5,7 @@
  * the user's own `CLOUDSDK_CONFIG`, account and proxies apply; nothing is read from or copied out
  * of the user's gcloud configuration.
  *
- * What gcloud 528 does and prints (seen with the real gcloud against test/helpers/fake-tpu-api.ts,
+ * What gcloud 528 does and prints (seen with the real gcloud against test/helpers/cloud/fake-tpu-api.ts,
  * which answers as tpu.googleapis.com/v2 does):
  * - describe: stdout the Node JSON. Missing: exit 1 and
  *   `ERROR: (gcloud.compute.tpus.tpu-vm.describe) NOT_FOUND: Resource 'projects/P/locations/Z/nodes/N' was not found`

@@ -17,8 +17,8 @@ import type { ExecResult } from '../../transport/ssh.js';
 import type { CodeExporter, JobRequest } from '../types.js';
 import { RemoteHost, type RemoteTransport } from './host.js';
 import { packFiles } from './pack.js';
-import { jobPids } from '../../../test/helpers/job-pids.js';
-import { killTree } from '../../../test/helpers/fake-tpu-nodes.js';
+import { jobPids } from '../../../test/helpers/backends/job-pids.js';
+import { killTree } from '../../../test/helpers/processes.js';
 
 /** Runs each command as sshd would: the joined argv through `sh -c`. */
 class ShellTransport implements RemoteTransport {

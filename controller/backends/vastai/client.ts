@@ -5,7 +5,7 @@
  * name their version (`/api/v1/instances/`), query values JSON-encoded, JSON bodies.
  *
  * What the API answers, and so what this client guards against (docs.vast.ai API reference and
- * "Rate Limits and Errors", checked against test/helpers/fake-vast-api.ts):
+ * "Rate Limits and Errors", checked against test/helpers/cloud/fake-vast-api.ts):
  * - Errors are `{"success": false, "error": "invalid_args", "msg": "…"}`, but some endpoints omit
  *   `success` or `error`, or say `message`; a 200 can carry `success: false` too (the deprecated v0
  *   list answers `{"success":false,"error":"deprecated_endpoint",…}`, which an SDK once read as "no

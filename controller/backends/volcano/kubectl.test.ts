@@ -14,7 +14,7 @@ import {
   type KubectlRunner,
 } from './kubectl.js';
 
-/** What the real kubectl 1.32 printed against test/helpers/fake-k8s.ts (see its report in docs). */
+/** What the real kubectl 1.32 printed against test/helpers/k8s/fake-k8s.ts (see its report in docs). */
 const ALREADY =
   'Error from server (AlreadyExists): error when creating "STDIN": jobs.batch.volcano.sh "j1" already exists';
 const SECRET_ALREADY =

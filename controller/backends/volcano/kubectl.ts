@@ -9,7 +9,7 @@
  * work for the controller's user?" is the one check they know how to make. A second client would
  * need its own support for every auth plugin.
  *
- * What kubectl 1.32 prints (seen with the real kubectl against test/helpers/fake-k8s.ts, which
+ * What kubectl 1.32 prints (seen with the real kubectl against test/helpers/k8s/fake-k8s.ts, which
  * answers as kube-apiserver does): an API error is one `Error from server (Reason): message` line
  * on stderr per failed object, with `error when creating "STDIN": ` inside it for `create -f -`;
  * an admission webhook's denial has no `(Reason)` (`Error from server: … admission webhook

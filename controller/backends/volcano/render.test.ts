@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { JobRequest } from '../types.js';
 import { vcNameOf } from './adapter.js';
-import { expandVars } from '../../../test/helpers/fake-k8s-store.js';
+import { expandVars } from '../../../test/helpers/k8s/fake-k8s-store.js';
 import { literal, PROLOGUE, podName, renderAttempt, unrenderable, type RenderInputs } from './render.js';
 
 const job: JobRequest = {

@@ -11,7 +11,7 @@
  * name, env VC_<TASK>_HOSTS / VC_<TASK>_NUM from the ConfigMap `<job>-svc` (configMapKeyRef) for
  * every task, the ConfigMap mounted at /etc/volcano.
  */
-import { clone, type Obj } from './fake-k8s-store.js';
+import { clone, type Obj } from '../k8s/fake-k8s-store.js';
 
 /** The job's PodGroup: `<job>-<uid>`. */
 export const podGroupName = (job: Obj): string => `${job.metadata.name}-${job.metadata.uid}`;

@@ -18,8 +18,8 @@
  * Simplified: the pod template is checked only for containers with a name and an image; policy
  * errors are one line (volcano wraps them in a multierror block); no mpi/ssh plugin checks.
  */
-import type { Admit, Cluster } from './fake-k8s-api.js';
-import { apiError, defOf, invalid, type FieldError, type Obj } from './fake-k8s-store.js';
+import type { Admit, Cluster } from '../k8s/fake-k8s-api.js';
+import { apiError, defOf, invalid, type FieldError, type Obj } from '../k8s/fake-k8s-store.js';
 
 const EVENTS = [
   '*',

@@ -79,7 +79,7 @@ import {
   WebSocketConn,
 } from './fake-k8s-streams.js';
 import { FakeKubelet } from './fake-kubelet.js';
-import { FakeVolcano } from './fake-volcano.js';
+import { FakeVolcano } from '../volcano/fake-volcano.js';
 
 export interface FakeK8sOptions {
   /** A temp dir the fake owns: kubelet pod dirs, container logs. */

@@ -12,9 +12,9 @@
  * podgroups by phase. Simplified: one node with no capacity of its own, FIFO by creation, no
  * priorities, preemption, reclaim, deserved/guarantee or hierarchy.
  */
-import type { Cluster } from './fake-k8s-api.js';
-import { defOf, formatQuantity, guarded, parseQuantity, type Obj } from './fake-k8s-store.js';
-import type { FakeKubelet } from './fake-kubelet.js';
+import type { Cluster } from '../k8s/fake-k8s-api.js';
+import { defOf, formatQuantity, guarded, parseQuantity, type Obj } from '../k8s/fake-k8s-store.js';
+import type { FakeKubelet } from '../k8s/fake-kubelet.js';
 
 const SOFT = ['Succeeded', 'Failed'];
 const PODS = defOf('pods');

@@ -7,10 +7,11 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './net.js';
+import { freePort } from '../net.js';
+import { REPO } from '../paths.js';
 import { PYTHON } from './python.js';
 
-export const MULTIHOST = join(import.meta.dirname, '..', '..', 'examples', 'multihost');
+export const MULTIHOST = join(REPO, 'examples', 'multihost');
 export type Job = 'train_jax.py' | 'train_torch_dcp.py';
 
 /** The example's files, to commit at a specs repo's root (the job's code). */

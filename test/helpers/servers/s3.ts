@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { freePort } from './net.js';
-import { stopProcess } from './wait.js';
+import { freePort } from '../net.js';
+import { stopProcess } from '../wait.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -28,6 +28,9 @@ export interface S3Server {
   stop(): Promise<void>;
 }
 
+/** The script of the s3rver child, started by path: a sibling of this file. */
+export const S3RVER_MAIN = join(import.meta.dirname, 's3rver-main.ts');
+
 export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
   const dir = await mkdtemp(join(tmpdir(), 'adv-s3-'));
   const port = await freePort();
@@ -35,15 +38,7 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
   const tsx = pathToFileURL(join(req.resolve('tsx/package.json'), '..', 'dist', 'loader.mjs')).href;
   const child: ChildProcess = spawn(
     process.execPath,
-    [
-      '--openssl-legacy-provider',
-      '--import',
-      tsx,
-      join(import.meta.dirname, 's3rver-main.ts'),
-      String(port),
-      dir,
-      bucket,
-    ],
+    ['--openssl-legacy-provider', '--import', tsx, S3RVER_MAIN, String(port), dir, bucket],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let err = '';

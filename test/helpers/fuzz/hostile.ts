@@ -7,7 +7,7 @@
  * <markerDir>/m<id>-<k>`): a file there after the jobs ran is an escape, and its name says which
  * string escaped. `markerDir` must be a plain absolute path (no shell characters of its own).
  */
-import { MAX_ARG_BYTES } from '../../controller/spec/rules.js';
+import { MAX_ARG_BYTES } from '../../../controller/spec/rules.js';
 
 /** One generated string. */
 export interface Hostile {

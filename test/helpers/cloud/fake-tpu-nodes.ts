@@ -1,15 +1,13 @@
 /**
  * The pieces of the fake Cloud TPU v2 API (fake-tpu-api.ts) that are plain data: how many worker
  * hosts an accelerator type has, the Node and Operation resources as the real API spells them,
- * Google's error bodies, and `killTree` for the `onPreempt` hook.
+ * and Google's error bodies.
  *
  * Field names follow tpu.googleapis.com v2 (`google.cloud.tpu.v2.Node`); what the real service
  * would fill in that the fake cannot know (a real `id`, a service account's e-mail) is made up
  * but shaped the same. Marked [U] where the value, not the name, is an assumption.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** `google.cloud.tpu.v2.Node.State`. */
 export const TpuState = {
@@ -165,64 +163,6 @@ export function invalidCreate(
   const key = Object.keys(b.metadata ?? {}).find((k) => !METADATA_KEY.test(k));
   if (key !== undefined) return googleError(3, `Invalid metadata key ${JSON.stringify(key)}.`);
   return undefined;
-}
-
-function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces and parentheses.
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(d)]);
-    } catch {
-      // The process exited while we looked.
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const c of children.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(root);
-  return out;
-}
-
-/** Whether a process (of this machine's pid namespace) is still there. */
-export const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/**
- * What a VM's shutdown does to its processes, for an `onPreempt` hook: SIGTERM to every pid given
- * and all their descendants, then SIGKILL to whatever is still there after `graceMs` (default 2 s;
- * the real preemption notice is 30 s). Resolves when all are gone or have been sent SIGKILL.
- *
- *     onPreempt: (node) => killTree(workerPids.get(node.id) ?? [])
- */
-export async function killTree(pids: number[], opts: { graceMs?: number } = {}): Promise<void> {
-  const all = [...new Set(pids.flatMap((p) => [p, ...descendants(p)]))];
-  const signal = (s: NodeJS.Signals) => {
-    for (const p of all) {
-      try {
-        process.kill(p, s);
-      } catch {
-        // Already gone.
-      }
-    }
-  };
-  signal('SIGTERM');
-  const deadline = Date.now() + (opts.graceMs ?? 2000);
-  while (all.some(alive) && Date.now() < deadline) await sleep(20);
-  signal('SIGKILL');
 }
 
 /** What a create request's body may hold (the Node fields gcloud sends). */

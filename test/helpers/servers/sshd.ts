@@ -7,8 +7,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { freePort } from './net.js';
-import { stopProcess, waitFor } from './wait.js';
+import { freePort } from '../net.js';
+import { stopProcess, waitFor } from '../wait.js';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 

@@ -3,7 +3,7 @@
  * accepted value reaches (read from the code, not guessed; see the map atop
  * test/injection-fuzz.test.ts), and a spec file that holds the value on one known line.
  */
-import type { SpecLoader } from '../../controller/spec/loader.js';
+import type { SpecLoader } from '../../../controller/spec/loader.js';
 import { yamlQuote } from './hostile.js';
 
 /** One field: where it is, what an accepted value reaches, and a file with `@@` for the value. */

@@ -31,9 +31,9 @@
  * `hold` reproduces volcano #2684: the job's pods are created and bound but the kubelet does not
  * start them, while the job says Running.
  */
-import type { Cluster } from './fake-k8s-api.js';
-import { clone, defOf, formatQuantity, guarded, now, type Change, type Obj } from './fake-k8s-store.js';
-import type { FakeKubelet } from './fake-kubelet.js';
+import type { Cluster } from '../k8s/fake-k8s-api.js';
+import { clone, defOf, formatQuantity, guarded, now, type Change, type Obj } from '../k8s/fake-k8s-store.js';
+import type { FakeKubelet } from '../k8s/fake-kubelet.js';
 import { controllerRef, newJobPod, podGroupName, svcHosts } from './fake-volcano-plugins.js';
 import { add, podRequests, VolcanoScheduler } from './fake-volcano-scheduler.js';
 import { admitJob, admitQueue } from './fake-volcano-webhook.js';

@@ -12,14 +12,12 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { join } from 'node:path';
+import { REPO } from '../paths.js';
 
 /** The uv version `requirements/ci.txt` pins (adv exec installs the same when a host has none). */
 export const UV_PIN =
-  /^uv==(\S+)$/m.exec(readFileSync(join(ROOT, 'requirements', 'ci.txt'), 'utf8'))?.[1] ?? 'unpinned';
+  /^uv==(\S+)$/m.exec(readFileSync(join(REPO, 'requirements', 'ci.txt'), 'utf8'))?.[1] ?? 'unpinned';
 /** What the local wheel's module says (`advfp_dep.VALUE`). */
 export const DEP_VALUE = 'advfp-dep 1.0.0 from a local wheel';
 /** What `module load fp` exports as MODULE_VAR. */
@@ -32,7 +30,7 @@ const WHEEL = 'advfp_dep-1.0.0-py3-none-any.whl';
 
 /** The real uv (`requirements/ci.txt` installs it into the project's .venv). */
 export function uvBinary(): string {
-  const uv = join(ROOT, '.venv', 'bin', 'uv');
+  const uv = join(REPO, '.venv', 'bin', 'uv');
   if (!existsSync(uv))
     throw new Error(
       `no uv at ${uv}: build the project's .venv (.ci/run does: python3 -m venv .venv && .venv/bin/pip install -r requirements/ci.txt)`,
@@ -159,7 +157,7 @@ with zipfile.ZipFile(s["out"], "w") as z:
         z.writestr(zi, data)
 `;
 
-const FINGERPRINT_PY = `"""Prints one line that says what environment this runs in (see test/helpers/uv-project.ts)."""
+const FINGERPRINT_PY = `"""Prints one line that says what environment this runs in (see test/helpers/python/uv-project.ts)."""
 import os
 import sys
 

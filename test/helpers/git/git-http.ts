@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { git } from '../../controller/git/native.js';
+import { git } from '../../../controller/git/native.js';
 
 export interface GitHttpServer {
   root: string;

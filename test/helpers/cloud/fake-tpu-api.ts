@@ -43,7 +43,6 @@ import {
 
 export {
   hostsOf,
-  killTree,
   TpuState,
   type NodeRequest,
   type NodeResource,
@@ -66,8 +65,8 @@ export interface FakeTpuApiOptions {
   pageSize?: number;
   /**
    * Called when a node is preempted or terminated, after its state changed: the VMs are going
-   * away, so the test kills the node's worker processes here (`killTree` does SIGTERM, then
-   * SIGKILL, as a VM shutdown does).
+   * away, so the test kills the node's worker processes here (`killTree` of ../processes.ts: SIGTERM,
+   * then SIGKILL, as a VM shutdown does).
    */
   onPreempt?: (node: FakeNode, state: typeof TpuState.Preempted | typeof TpuState.Terminated) => unknown;
   /** Called when a node's delete begins: its VMs shut down, so the test kills its worker processes. */

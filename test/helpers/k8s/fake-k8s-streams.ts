@@ -34,7 +34,7 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { constants as zc, inflateSync } from 'node:zlib';
 import { constants } from 'node:os';
-import { shellJoin } from '../../runtime/shell.js';
+import { shellJoin } from '../../../runtime/shell.js';
 import type { Obj } from './fake-k8s-store.js';
 
 // ---- upgrades ----

@@ -2,7 +2,7 @@
 import { mkdtemp, mkdir, readdir, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { git } from '../../controller/git/native.js';
+import { git } from '../../../controller/git/native.js';
 
 export const ID = ['-c', 'user.name=Test User', '-c', 'user.email=test@example.com'];
 

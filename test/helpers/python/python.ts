@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { join } from 'node:path';
+import { REPO } from '../paths.js';
 
 /** The project's virtual environment, built by `.ci/run` from `requirements/ci.txt`. */
-export const VENV = join(ROOT, '.venv');
+export const VENV = join(REPO, '.venv');
 /** Its interpreter: jax, jaxlib, orbax-checkpoint and torch (CPU) are importable there. */
 export const PYTHON = join(VENV, 'bin', 'python');
 /** Its bin dir, to put first on a workload's PATH so `python` is this one. */
@@ -17,7 +15,7 @@ function venvCurrent(): boolean {
   const stamp = join(VENV, '.requirements.sha256');
   if (!existsSync(PYTHON) || !existsSync(stamp)) return false;
   const want = createHash('sha256')
-    .update(readFileSync(join(ROOT, 'requirements', 'ci.txt')))
+    .update(readFileSync(join(REPO, 'requirements', 'ci.txt')))
     .digest('hex');
   return readFileSync(stamp, 'utf8').trim() === want;
 }

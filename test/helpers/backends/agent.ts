@@ -2,8 +2,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { REPO } from '../paths.js';
 
-export const ADV = join(import.meta.dirname, '..', '..', 'dist', 'cli', 'adv.js');
+export const ADV = join(REPO, 'dist', 'cli', 'adv.js');
 
 export interface AgentProc {
   name: string;

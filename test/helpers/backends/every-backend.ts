@@ -18,11 +18,11 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import pino from 'pino';
 import { beforeAll } from 'vitest';
-import { runCli } from '../../cli/program.js';
-import { nodeNameOf } from '../../controller/backends/gcp-tpu/names.js';
-import { labelPrefix } from '../../controller/backends/vastai/adapter.js';
-import { Controller } from '../../controller/controller.js';
-import { serve, type Serving } from '../../controller/serve.js';
+import { runCli } from '../../../cli/program.js';
+import { nodeNameOf } from '../../../controller/backends/gcp-tpu/names.js';
+import { labelPrefix } from '../../../controller/backends/vastai/adapter.js';
+import { Controller } from '../../../controller/controller.js';
+import { serve, type Serving } from '../../../controller/serve.js';
 import { startAgentProcess, type AgentProc } from './agent.js';
 import {
   agentBackendYaml,
@@ -35,14 +35,15 @@ import {
   useSlurmCluster,
   vastaiBackendYaml,
   volcanoBackendYaml,
-} from './backends.js';
-import { k8sAvailable, startFakeK8s, type FakeK8s } from './fake-k8s.js';
-import { killTree, startFakeTpuApi, type FakeNode, type FakeTpuApi } from './fake-tpu-api.js';
-import { startFakeVastApi, type FakeInstance, type FakeVastApi } from './fake-vast-api.js';
-import { captureIo } from './io.js';
+} from './kinds.js';
+import { k8sAvailable, startFakeK8s, type FakeK8s } from '../k8s/fake-k8s.js';
+import { startFakeTpuApi, type FakeNode, type FakeTpuApi } from '../cloud/fake-tpu-api.js';
+import { killTree } from '../processes.js';
+import { startFakeVastApi, type FakeInstance, type FakeVastApi } from '../cloud/fake-vast-api.js';
+import { captureIo } from '../io.js';
 import { jobPids, localJobPids } from './job-pids.js';
-import { makeWorkTree, type WorkTree } from './specs-repo.js';
-import type { Sshd } from './sshd.js';
+import { makeWorkTree, type WorkTree } from '../git/specs-repo.js';
+import type { Sshd } from '../servers/sshd.js';
 
 export const BACKEND_KINDS = ['local', 'ssh', 'slurm', 'gcp-tpu', 'vastai', 'agent', 'volcano'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];

@@ -5,14 +5,14 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
-import type { Controller } from '../../controller/controller.js';
-import { bootstrapScript, envFile } from '../../controller/backends/remote/bootstrap.js';
-import { shellJoin } from '../../controller/internal/shell.js';
-import { MAX_ARGV_ENV_BYTES } from '../../controller/spec/rules.js';
-import { TERMINAL_PHASES } from '../../controller/status/phases.js';
+import type { Controller } from '../../../controller/controller.js';
+import { bootstrapScript, envFile } from '../../../controller/backends/remote/bootstrap.js';
+import { shellJoin } from '../../../controller/internal/shell.js';
+import { MAX_ARGV_ENV_BYTES } from '../../../controller/spec/rules.js';
+import { TERMINAL_PHASES } from '../../../controller/status/phases.js';
 import { yamlQuote, type Hostile } from './hostile.js';
-import type { WorkTree } from './specs-repo.js';
-import { waitFor } from './wait.js';
+import type { WorkTree } from '../git/specs-repo.js';
+import { waitFor } from '../wait.js';
 
 /** The workload: writes its argv, its `FZ_*` variables and its cwd, as hex bytes, to dump.json. */
 export const DUMP = [

@@ -5,10 +5,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { haveSshd, startSshd, type Sshd } from './sshd.js';
+import { REPO } from '../paths.js';
+import { haveSshd, startSshd, type Sshd } from '../servers/sshd.js';
 
-export const TRAIN = join(import.meta.dirname, '..', '..', 'examples', 'toy-train', 'train.py');
-export const SLURM_INFRA = join(import.meta.dirname, '..', 'infra');
+export const TRAIN = join(REPO, 'examples', 'toy-train', 'train.py');
+export const SLURM_INFRA = join(REPO, 'test', 'infra');
 
 /** A file:// object store under the controller's data dir. */
 export const FILE_STORAGE =
