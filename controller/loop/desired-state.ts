@@ -53,7 +53,10 @@ export function splitKey(key: string): [string, string] {
 }
 
 /** Every Run and DAG key that is desired or has a status: what a resync looks at. */
-export function everyKey(desired: DesiredState, status: { names(kind: string): readonly string[] }): string[] {
+export function everyKey(
+  desired: DesiredState,
+  status: { names(kind: string): readonly string[] },
+): string[] {
   const keys = new Set<string>();
   for (const n of [...desired.names('Run'), ...status.names('Run')]) keys.add(runKey(n));
   for (const n of [...desired.names('DAG'), ...status.names('DAG')]) keys.add(dagKey(n));
