@@ -4,6 +4,7 @@
  * not the ~300 ms the whole CLI takes to load.
  */
 import { advExec } from './exec.js';
+import { awaitHandoff, STANDBY_FLAG } from './exec-standby.js';
 import { parseExecArgs } from './exec-args.js';
 import { progressBar } from './progress.js';
 import { openStore } from './store/index.js';
@@ -83,6 +84,11 @@ export async function execMain(
   args: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
+  if (args[0] === STANDBY_FLAG) {
+    // Started ahead of its job (exec-standby.ts): the job's arguments and environment come down a pipe.
+    const job = await awaitHandoff();
+    return job ? execMain(job.args, process.env) : 0;
+  }
   const parsed = parseExecArgs(args, env);
   if ('help' in parsed) {
     process.stdout.write(EXEC_USAGE);

@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { StandbyExec } from './exec-standby.js';
 import { baseJobEnv, setupVariables } from './job-env.js';
 import { isSameProcessAlive } from './proc.js';
 import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, readJson, type ExecRecord, type ExitRecord } from './records.js';
@@ -55,6 +56,11 @@ export interface LocalJobsOptions {
   now: () => number;
   /** The environment the job's small base is picked from (runtime/job-env.ts). */
   hostEnv: NodeJS.ProcessEnv;
+  /**
+   * Keep one `adv exec` started ahead, waiting for the next job of this process's user
+   * (exec-standby.ts): a job then starts without waiting for Node to load. `close()` ends it.
+   */
+  standby?: boolean;
   /** Where uv environments are kept for jobs run as this process's user. */
   cacheDir: string;
   /** Puts the job's code tree into `dest`. */
@@ -77,8 +83,24 @@ export type LocalJobSeen =
 export class LocalJobs {
   readonly jobsDir: string;
 
+  private readonly standby: StandbyExec | undefined;
+
   constructor(private readonly o: LocalJobsOptions) {
     this.jobsDir = resolve(o.jobsDir);
+    if (o.standby)
+      this.standby = new StandbyExec({
+        // Beside the job dirs (a rename moves its output into one), never among them.
+        dir: join(this.jobsDir, '..', 'standby-exec'),
+        command: localExecCommand,
+        env: () => baseJobEnv(o.hostEnv),
+        cwd: ADV_EXEC_CWD,
+      });
+    this.standby?.warm();
+  }
+
+  /** Ends the waiting standby, if any. */
+  close(): void {
+    this.standby?.close();
   }
 
   dir(jobName: string): string {
@@ -109,13 +131,33 @@ export class LocalJobs {
       ),
       { mode: 0o600 },
     );
-    const out = openSync(join(dir, 'output.log'), 'a', 0o600);
+    const pid = await this.launch(job, dir, work);
+    await writeFile(join(dir, 'pid'), String(pid));
+    this.o.logger.info({ job: job.jobName, pid }, 'started local job');
+    return pid;
+  }
+
+  /** Starts adv exec for a prepared job dir: handed to the standby when one waits, else spawned. */
+  private async launch(job: LocalJob, dir: string, work: string): Promise<number> {
+    // Made before `asUser`, which hands the job dir and what is in it to the job's user.
+    const output = join(dir, 'output.log');
+    const out = openSync(output, 'a', 0o600);
     const as = await this.o.asUser?.(dir, job).catch((e: unknown) => {
       closeSync(out);
       throw e;
     });
-    const [node, ...prefix] = as ? as.execCommand : localExecCommand();
     const cwd = job.spec.workingDir ? join(work, job.spec.workingDir) : work;
+    const env = (base: Record<string, string>) => localJobEnv(job, base, as ? undefined : this.o.cacheDir);
+    const base = baseJobEnv(this.o.hostEnv);
+    // The standby's output file replaces the empty output.log (a rename: its stdout stays open on it).
+    const handed = as
+      ? undefined
+      : this.standby?.take({ args: localExecArgs(job, dir, cwd), env: env(base), output });
+    if (handed) {
+      closeSync(out);
+      return handed;
+    }
+    const [node, ...prefix] = as ? as.execCommand : localExecCommand();
     const child = spawn(node!, [...prefix, ...localExecArgs(job, dir, cwd)], {
       // adv exec itself runs in a dir nobody removes; the workload runs in `cwd`. Started in the
       // job dir, an adv exec run from source (tsx's loader thread) hung for good when the dir
@@ -123,14 +165,10 @@ export class LocalJobs {
       cwd: ADV_EXEC_CWD,
       detached: true,
       stdio: ['ignore', out, out],
-      env: localJobEnv(
-        job,
-        {
-          ...baseJobEnv(this.o.hostEnv),
-          ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
-        },
-        as ? undefined : this.o.cacheDir,
-      ),
+      env: env({
+        ...base,
+        ...(as ? { HOME: as.home, USER: as.name, LOGNAME: as.name, TMPDIR: join(dir, 'tmp') } : {}),
+      }),
       ...(as ? { uid: as.uid, gid: as.gid } : {}),
     });
     closeSync(out);
@@ -143,8 +181,6 @@ export class LocalJobs {
         code: (why as NodeJS.ErrnoException).code,
       });
     }
-    await writeFile(join(dir, 'pid'), String(pid));
-    this.o.logger.info({ job: job.jobName, pid }, 'started local job');
     return pid;
   }
 

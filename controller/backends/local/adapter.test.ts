@@ -22,7 +22,11 @@ const started: { pid: number; dir: string }[] = [];
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'adv-local-'));
 });
+/** Every backend made here: closed at the end, which ends the adv exec each keeps waiting. */
+const backends: LocalBackend[] = [];
+
 afterAll(async () => {
+  for (const b of backends) await b.close();
   for (const { pid, dir } of started) {
     const child = (await readFile(join(dir, 'exec.json'), 'utf8').catch(() => '{}')) as string;
     for (const p of [pid, (JSON.parse(child) as { childPid?: number }).childPid])
@@ -36,7 +40,7 @@ afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-function backend(dataDir: string): LocalBackend {
+function backend(dataDir: string, standby = true): LocalBackend {
   const ctx: BackendContext = {
     dataDir,
     logger: pino({ level: 'silent' }),
@@ -50,7 +54,9 @@ function backend(dataDir: string): LocalBackend {
       throw new Error('no ssh here');
     },
   };
-  return new LocalBackend('local', ctx);
+  const b = new LocalBackend('local', ctx, undefined, undefined, standby);
+  backends.push(b);
+  return b;
 }
 
 const job = (name: string, argv: string[], store?: string): JobRequest => ({
@@ -99,7 +105,8 @@ describe('local backend jobs', () => {
 
   it('gives adv exec the setup, the uv settings and the data dir’s cache (ADV_SETUP, ADV_UV, ADV_CACHE_DIR)', async () => {
     const dataDir = join(tmp, 'setup');
-    const b = backend(dataDir);
+    // Spawned, not handed to a standby: what it was started with is then its /proc environ.
+    const b = backend(dataDir, false);
     const setup = [{ from: 'Run', run: 'true' }];
     const j = { ...job('adv-setup-1', ['sleep', '60']), setup, uv: { python: '3.12' } };
     const pid = await submit(b, dataDir, j);

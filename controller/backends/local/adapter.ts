@@ -53,12 +53,16 @@ export class LocalBackend implements Backend {
     workDir?: string,
     /** `local.user`: the system user jobs run as (default: the controller's own). */
     private readonly user?: string,
+    /** Keep an adv exec started ahead for the next job (runtime/exec-standby.ts); default: on, unless `user`. */
+    standby = !user,
   ) {
     this.jobs = new LocalJobs({
       jobsDir: workDir ?? join(ctx.dataDir, 'local', name, 'jobs'),
       logger: ctx.logger,
       now: ctx.now,
       hostEnv: ctx.hostEnv ?? process.env,
+      // Jobs of the controller's own user start on an adv exec that is already up.
+      standby: standby && !user,
       cacheDir: join(ctx.dataDir, 'cache'),
       extractTo: (commit, path, dest) => ctx.code.extractTo(commit, path, dest),
       asUser: async (dir, job) => {
@@ -122,6 +126,11 @@ export class LocalBackend implements Backend {
   }
 
   /** Removes a finished job's dir (not used by the reconciler: job dirs are evidence). */
+  /** Ends the standby adv exec waiting for the next job; running jobs are not touched. */
+  async close(): Promise<void> {
+    this.jobs.close();
+  }
+
   async remove(jobName: string): Promise<void> {
     await this.jobs.remove(jobName);
   }
