@@ -4,6 +4,7 @@
  * nodes after them. The members are literals checked against the phase types (not `Phase.X`): this
  * module needs only types.ts's types.
  */
+import { ENDED_STATES } from '../phase.js';
 import type { AttemptPhase, DagNodeStatus, Phase } from './types.js';
 
 /**
@@ -26,14 +27,11 @@ export const LIVE_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = new Set<AttemptPha
   'Running',
 ]);
 
-/** Attempt phases of an attempt that has ended: its logs are complete once its exit is recorded. */
-export const ENDED_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = new Set<AttemptPhase>([
-  'Succeeded',
-  'Failed',
-  'Cancelled',
-  'Preempted',
-  'Lost',
-]);
+/**
+ * Attempt phases of an attempt that has ended: its logs are complete once its exit is recorded.
+ * The same words as a job's ended states (`isEnded`).
+ */
+export const ENDED_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = ENDED_STATES;
 
 /** The phase of a DAG node: its child run's phase, or `Waiting` / `Skipped` before it has one. */
 export type NodePhase = DagNodeStatus['phase'];
