@@ -143,13 +143,6 @@ export function canonicalJson(v: unknown): string {
 export const isLiveAttempt = (a: Attempt | undefined): a is Attempt =>
   a !== undefined && LIVE_ATTEMPT_PHASES.has(a.phase);
 
-/** Sets the run's phase with the reason and message that explain it. */
-export function setPhase(doc: RunStatusDoc, phase: Phase, reason: string, message: string): void {
-  doc.status.phase = phase;
-  doc.status.reason = reason;
-  doc.status.message = message;
-}
-
 /** The action that cancels attempt `a`'s job. */
 export function cancelAction(run: string, a: Attempt): RunAction {
   return {

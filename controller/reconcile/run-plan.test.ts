@@ -41,7 +41,7 @@ const base: RunSpec = { command: ['true'] };
 /** Plans a new run and returns the status after the submission was recorded with job id 42. */
 function running(spec: RunSpec = base): RunStatusDoc {
   const p = planRun({ name: 'r', desired: desired(spec) }, ctx());
-  const submitted = recordSubmitted(p.doc!, 1, '42', false).doc;
+  const submitted = recordSubmitted(p.doc!, 1, '42', false, T0).doc;
   return planRun({ name: 'r', desired: desired(spec), current: submitted, observed: obs('Running') }, ctx())
     .doc!;
 }
@@ -263,7 +263,7 @@ describe('planRun', () => {
     expect(p.actions).toEqual([
       { type: 'submit', run: 'r', attempt: 2, backend: 'local', jobName: 'adv-r-2' },
     ]);
-    const doc = structuredClone(recordSubmitted(p.doc!, 2, '43', false).doc);
+    const doc = structuredClone(recordSubmitted(p.doc!, 2, '43', false, T0).doc);
     // It fails on `local` too: the second counted failure ends the run.
     const last = planRun(
       { name: 'r', desired: desired(spec), current: doc, observed: setupFailed('adv-r-2', '43') },

@@ -21,6 +21,7 @@ import {
   type SweepPointStatus,
   type SweepStatusDoc,
 } from '../status/types.js';
+import { setOwnerPhase } from '../status/transition.js';
 import {
   canonicalJson,
   generationOf,
@@ -152,8 +153,8 @@ export function planSweep(input: SweepPlanInput, ctx: SweepPlanContext): SweepPl
       return finish(input, doc, [], `sweep/${name}: spec invalid (${invalid.file}:${invalid.line})`);
     }
     if (current && !TERMINAL_PHASES.has(doc.status.phase))
-      setSweepPhase(
-        doc,
+      setOwnerPhase(
+        doc.status,
         Phase.Cancelled,
         Reason.SpecDeleted,
         'the Sweep was removed; its live points are cancelled',
@@ -298,19 +299,14 @@ function sweepPhase(doc: SweepStatusDoc, spec: SweepSpec): void {
     [...new Set(all.map((n) => n.phase))].sort().map((p) => [p, count(p)]),
   );
   const ok = succeededOf(all);
-  if (count(Phase.Succeeded) === all.length) setSweepPhase(doc, Phase.Succeeded, Reason.Completed, ok);
-  else if (spec.suspend) setSweepPhase(doc, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
+  if (count(Phase.Succeeded) === all.length) setOwnerPhase(doc.status, Phase.Succeeded, Reason.Completed, ok);
+  else if (spec.suspend)
+    setOwnerPhase(doc.status, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
   else if (stopped && !unfinished)
-    setSweepPhase(doc, Phase.Failed, 'PointsFailed', `${stopped} failed or cancelled; ${ok}`);
+    setOwnerPhase(doc.status, Phase.Failed, 'PointsFailed', `${stopped} failed or cancelled; ${ok}`);
   else if (all.some((n) => n.phase !== 'Waiting' && n.phase !== Phase.Pending))
-    setSweepPhase(doc, Phase.Running, 'Running', ok);
-  else setSweepPhase(doc, Phase.Pending, 'Pending', ok);
-}
-
-function setSweepPhase(doc: SweepStatusDoc, phase: Phase, reason: string, message: string): void {
-  doc.status.phase = phase;
-  doc.status.reason = reason;
-  doc.status.message = message;
+    setOwnerPhase(doc.status, Phase.Running, 'Running', ok);
+  else setOwnerPhase(doc.status, Phase.Pending, 'Pending', ok);
 }
 
 /** `sweep/s: Running (2/6 points succeeded); 3 points added; s-1a2b3c4d Succeeded`. */
