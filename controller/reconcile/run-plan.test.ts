@@ -314,6 +314,30 @@ describe('planRun', () => {
     expect(planRun({ name: 'r', current: p.doc! }, ctx()).doc).toBe(p.doc);
   });
 
+  it('a run stopped while it ran is no longer Ready: suspended, deleted, restarted, or queued again', () => {
+    const readyOf = (doc: RunStatusDoc | undefined) => {
+      const c = doc?.status.conditions.find((x) => x.type === 'Ready');
+      return c && [doc!.status.phase, c.status, c.reason];
+    };
+    expect(readyOf(running())).toEqual(['Running', 'True', 'Running']);
+    const restart: RunSpec = { ...base, policy: { onSpecChange: 'Restart' } };
+    const stopped = [
+      planRun({ name: 'r', desired: desired({ ...base, suspend: true }), current: running() }, ctx()),
+      planRun({ name: 'r', current: running() }, ctx()),
+      planRun(
+        { name: 'r', desired: desired({ ...restart, command: ['false'] }), current: running(restart) },
+        ctx(),
+      ),
+      planRun({ name: 'r', desired: desired(base), current: running(), observed: obs('Pending') }, ctx()),
+    ];
+    expect(stopped.map((p) => readyOf(p.doc))).toEqual([
+      ['Cancelled', 'False', 'Suspended'],
+      ['Cancelled', 'False', 'SpecDeleted'],
+      ['Scheduling', 'False', 'RestartOnSpecChange'],
+      ['Queued', 'False', 'Queued'],
+    ]);
+  });
+
   it('refuses an immutable change to a started run, naming the fields, and applies the mutable part', () => {
     const cur = running();
     const changed: RunSpec = { command: ['false'], resources: { gpus: 1 }, policy: { maxAttempts: 9 } };

@@ -33,6 +33,35 @@ describe('transition: a run’s phase and its conditions move together', () => {
     expect(again.conditions).toBe(before);
   });
 
+  it('keeps the phase and Ready/Scheduled consistent, from any phase to any phase', () => {
+    const conditionsBefore: Condition[][] = [
+      [],
+      [cond(ConditionType.Ready, 'True', 'Running'), cond(ConditionType.Scheduled, 'True', 'BackendChosen')],
+      [cond(ConditionType.Ready, 'False', 'Preempted'), cond(ConditionType.Scheduled, 'False', 'NoCapacity')],
+    ];
+    for (const from of Object.values(Phase))
+      for (const to of Object.values(Phase))
+        for (const conditions of conditionsBefore) {
+          const st = run(from, conditions);
+          transition(st, { phase: to, reason: 'Why', message: 'because' }, T2);
+          const ready = get(st, ConditionType.Ready)?.status === 'True';
+          const scheduled = get(st, ConditionType.Scheduled)?.status === 'True';
+          expect([from, to, ready, to === Phase.Pending && scheduled]).toEqual([
+            from,
+            to,
+            to === Phase.Running,
+            false,
+          ]);
+          expect(st.phase).toBe(to);
+        }
+  });
+
+  it('a run that stops running without a word on Ready is not Ready, for the transition’s reason', () => {
+    const st = run(Phase.Running, [cond(ConditionType.Ready, 'True', 'Running')]);
+    transition(st, { phase: Phase.Cancelled, reason: 'Suspended', message: 'spec.suspend is true' }, T2);
+    expect(get(st, ConditionType.Ready)).toEqual(cond(ConditionType.Ready, 'False', 'Suspended', T2));
+  });
+
   it('a Pending run has no backend chosen: a Scheduled left True goes False with the reason', () => {
     const st = run(Phase.Scheduling, [cond(ConditionType.Scheduled, 'True', 'BackendChosen')]);
     transition(st, { phase: Phase.Pending, reason: 'NoCapacity', message: 'all full' }, T2);

@@ -32,9 +32,8 @@ export interface RunTransition {
 
 /**
  * Moves a run to `t.phase` with its reason and message, and sets `t.conditions`; then makes the
- * phase's conditions hold: `Running` sets `Ready=True` (reason `Running`), a `Pending` run whose
- * `Scheduled` is still True gets `Scheduled=False` with the transition's reason and message.
- * Throws when `t.conditions` contradict the phase (a bug in the caller, never the user's input).
+ * phase's conditions hold (`impliedBy`). Throws when `t.conditions` contradict the phase (a bug in
+ * the caller, never the user's input).
  */
 export function transition(st: RunStatus, t: RunTransition, now: string): void {
   const given = t.conditions ?? [];
@@ -48,24 +47,29 @@ export function transition(st: RunStatus, t: RunTransition, now: string): void {
   setPhase(st, t.phase, t.reason, t.message);
   let conditions = st.conditions;
   for (const c of given) conditions = setCondition(conditions, c, now);
-  const mentions = (type: string) => given.some((c) => c.type === type);
-  if (t.phase === Phase.Running && !mentions(ConditionType.Ready))
-    conditions = setCondition(
-      conditions,
-      { type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' },
-      now,
-    );
-  if (
-    t.phase === Phase.Pending &&
-    !mentions(ConditionType.Scheduled) &&
-    isTrue(conditions, ConditionType.Scheduled)
-  )
-    conditions = setCondition(
-      conditions,
-      { type: ConditionType.Scheduled, status: 'False', reason: t.reason, message: t.message },
-      now,
-    );
+  for (const c of impliedBy(t, conditions)) conditions = setCondition(conditions, c, now);
   st.conditions = conditions;
+}
+
+/**
+ * What the phase says of the conditions `t` left unsaid, given the list as it stands: `Running`
+ * is `Ready=True` (reason `Running`); any other phase turns a `Ready` still True to False with the
+ * transition's reason (a run suspended, deleted or restarted while it ran: its attempt did not
+ * end through the planner, which says why itself); a `Pending` run whose `Scheduled` is still True
+ * gets `Scheduled=False` with the transition's reason and message.
+ */
+function impliedBy(t: RunTransition, list: readonly Condition[]): ConditionChange[] {
+  const unsaid = (type: string) => !t.conditions?.some((c) => c.type === type);
+  const out: ConditionChange[] = [];
+  if (unsaid(ConditionType.Ready)) {
+    if (t.phase === Phase.Running)
+      out.push({ type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' });
+    else if (isTrue(list, ConditionType.Ready))
+      out.push({ type: ConditionType.Ready, status: 'False', reason: t.reason, message: '' });
+  }
+  if (t.phase === Phase.Pending && unsaid(ConditionType.Scheduled) && isTrue(list, ConditionType.Scheduled))
+    out.push({ type: ConditionType.Scheduled, status: 'False', reason: t.reason, message: t.message });
+  return out;
 }
 
 /**
