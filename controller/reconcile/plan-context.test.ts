@@ -48,40 +48,28 @@ describe('planContextOf: the planner context of the controller’s pass and of a
     { command: ['e'] },
   ];
   const backends = [backendInfoOf('local', { type: 'local' })];
+  /** What adv plan gives: no secrets, no code repositories, no controller id. */
+  const sources = (remote: boolean) => ({
+    now: 5,
+    specCommit: 'c'.repeat(40),
+    backends,
+    git: port,
+    remote,
+    specs,
+  });
 
   it('resolves each code ref once, the remote’s branch first in a clone, and leaves out what names nothing', async () => {
-    const clone = await planContextOf({
-      now: 5,
-      specCommit: 'c'.repeat(40),
-      backends,
-      git: port,
-      remote: true,
-      specs,
-    });
+    const clone = await planContextOf(sources(true));
     expect([...clone.codeRefs]).toEqual([
       ['feature', commits[1]],
       ['v1', commits[0]],
     ]);
-    const local = await planContextOf({
-      now: 5,
-      specCommit: 'c'.repeat(40),
-      backends,
-      git: port,
-      remote: false,
-      specs,
-    });
+    const local = await planContextOf(sources(false));
     expect(local.codeRefs.get('feature')).toBe(commits[0]);
   });
 
   it('adv plan’s context: no secrets check, no other repositories, no controller id', async () => {
-    const ctx = await planContextOf({
-      now: 5,
-      specCommit: 'c'.repeat(40),
-      backends,
-      git: port,
-      remote: true,
-      specs,
-    });
+    const ctx = await planContextOf(sources(true));
     expect(Object.keys(ctx).sort()).toEqual(['backends', 'codeRefs', 'now', 'specCommit']);
     expect(ctx).toMatchObject({ now: 5, specCommit: 'c'.repeat(40), backends });
   });
@@ -95,12 +83,7 @@ describe('planContextOf: the planner context of the controller’s pass and of a
     };
     const missingSecrets = (names: readonly string[]) => (names.length ? 'not set' : undefined);
     const ctx = await planContextOf({
-      now: 5,
-      specCommit: 'c'.repeat(40),
-      backends,
-      git: port,
-      remote: false,
-      specs,
+      ...sources(false),
       codeRepos: {
         states: {
           state: async (run, code, head) => {
