@@ -1,8 +1,8 @@
 /**
  * Every set of phases the controller decides on, in one place: which runs are finished, which
  * attempts may still hold a job, when a new attempt is scheduled, which DAG nodes hold up the
- * nodes after them. The members are literals checked against the phase types (not `Phase.X`): this
- * module needs only types.ts's types.
+ * nodes after them. The words themselves are phase.ts's; the members are literals checked against
+ * the phase types, and the ended set is phase.ts's own (a job's and an attempt's end are one set).
  */
 import { ENDED_STATES } from '../phase.js';
 import type { AttemptPhase, DagNodeStatus, Phase } from './types.js';
