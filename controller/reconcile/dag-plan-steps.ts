@@ -6,15 +6,7 @@
  */
 import type { DagNode } from '../spec/schema.js';
 import { BLOCKING_NODE_PHASES, LIVE_NODE_PHASES, TERMINAL_PHASES } from '../status/phases.js';
-import {
-  ConditionType,
-  Phase,
-  Reason,
-  setCondition,
-  type DagNodeStatus,
-  type DagStatusDoc,
-  type RunStatusDoc,
-} from '../status/types.js';
+import { Phase, Reason, type DagNodeStatus, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
 import { setOwnerPhase } from '../status/transition.js';
 import { childName, type DagPlanCaches } from './dag-plan-children.js';
 import type { DagPlan, DagPlanContext, DagPlanInput, DesiredDag, InvalidDag } from './dag-plan-model.js';
@@ -22,6 +14,7 @@ import {
   canonicalJson,
   generationOf,
   markInvalid,
+  markValid,
   RETRY_ANNOTATION,
   type DesiredRun,
 } from './run-plan-model.js';
@@ -152,11 +145,7 @@ export const adoptSpec: DagStep = (w) => {
   const { doc, desired } = w;
   const st = doc.status;
   if (!w.input.invalid) {
-    st.conditions = setCondition(
-      st.conditions,
-      { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-      w.now,
-    );
+    markValid(st, w.now);
     if (st.observedGeneration !== desired.generation) {
       doc.appliedSpec = desired.spec;
       st.observedGeneration = desired.generation;

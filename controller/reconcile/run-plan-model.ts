@@ -206,6 +206,15 @@ export function finishPlan(
   return { doc, summary: rest.length ? `${head}; ${rest.join('; ')}` : head, actions };
 }
 
+/** `Valid=True`: the spec acted on parsed and passed every rule (runs, DAGs and Sweeps alike). */
+export function markValid(st: { conditions: Condition[] }, now: string): void {
+  st.conditions = setCondition(
+    st.conditions,
+    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
+    now,
+  );
+}
+
 /** `Valid=False` with the file, line and column of the problem: the same for runs and DAGs. */
 export function markInvalid(
   st: { conditions: Condition[]; specFile?: string },

@@ -30,6 +30,7 @@ import {
   isLiveAttempt,
   markCancelled,
   markInvalid,
+  markValid,
   newDoc,
   RECONCILE_ANNOTATION,
   RESTART_GRACE_MS,
@@ -157,11 +158,7 @@ export const adoptSpec: RunStep = (w) => {
   if (desired.owner) st.owner = desired.owner;
   if (desired.labels) doc.metadata.labels = desired.labels;
   else delete doc.metadata.labels;
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-    w.now,
-  );
+  markValid(st, w.now);
   if (st.reason === Reason.SpecInvalid && !st.attempts.length) {
     delete st.reason;
     delete st.message;

@@ -13,10 +13,8 @@ import type { SweepSpec } from '../spec/schema.js';
 import { expandPoints, pointRunName, pointRunSpec, type Params } from '../spec/sweep-params.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import {
-  ConditionType,
   Phase,
   Reason,
-  setCondition,
   type RunStatusDoc,
   type SweepPointStatus,
   type SweepStatusDoc,
@@ -26,6 +24,7 @@ import {
   canonicalJson,
   generationOf,
   markInvalid,
+  markValid,
   type DesiredRun,
   type InvalidRun,
 } from './run-plan-model.js';
@@ -194,11 +193,7 @@ function lastValid(name: string, doc: SweepStatusDoc, invalid: InvalidSweep): De
 
 function adoptSpec(doc: SweepStatusDoc, desired: DesiredSweep, specCommit: string, now: string): void {
   const st = doc.status;
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-    now,
-  );
+  markValid(st, now);
   if (st.observedGeneration !== desired.generation) {
     doc.appliedSpec = desired.spec;
     st.observedGeneration = desired.generation;
