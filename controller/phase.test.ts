@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { isEnded, JobState as PortJobState } from './backends/types.js';
 import { AttemptPhase, ENDED_STATES, JobState, Phase } from './phase.js';
@@ -31,5 +32,10 @@ describe('one phase vocabulary', () => {
     expect([...ENDED_STATES]).toEqual(ENDED);
     expect([...ENDED_ATTEMPT_PHASES]).toEqual(ENDED);
     expect(Object.values(JobState).filter(isEnded)).toEqual(ENDED);
+  });
+
+  it('imports nothing: status/, the port and every adapter import it, so it must sit below them all', () => {
+    const text = readFileSync(new URL('./phase.ts', import.meta.url), 'utf8');
+    expect(text.match(/^\s*(import|export .* from)\b.*$/gm) ?? []).toEqual([]);
   });
 });
