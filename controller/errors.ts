@@ -1,7 +1,8 @@
 /**
- * Typed errors with stable codes, in the manner of isomorphic-git's `src/errors/`. Expected states
- * of a reconcile are typed too (see SpecInvalid, Waiting, Stalling); the CLI maps codes to exit
- * codes and messages in one place (`cli/exit.ts`).
+ * Typed errors with stable codes, in the manner of isomorphic-git's `src/errors/`. A reconcile that
+ * a person must unblock ends with a `StallingError`; an expected wait is not an error but a result
+ * (`requeueAfterMs`, loop/requeue.ts). The CLI maps codes to exit codes and messages in one place
+ * (`cli/exit.ts`).
  */
 
 /** Stable error codes. Adding one is an API change; renaming one is a breaking change. */
@@ -13,6 +14,7 @@ export const ErrorCode = {
   PushRejected: 'PushRejected',
   BackendError: 'BackendError',
   Stalling: 'Stalling',
+  /** A command gave up waiting for something that may still happen (`--once`, a session start). */
   Waiting: 'Waiting',
   /** Something another process holds: the data dir of a running controller. */
   Conflict: 'Conflict',
@@ -49,13 +51,6 @@ export class StallingError extends AdvError<{ reason: string; hint?: string }> {
   }
 }
 
-/** An expected wait (no capacity, a backend not answering): looked at again after `requeueAfterMs`. */
-export class WaitingError extends AdvError<{ requeueAfterMs: number }> {
-  constructor(message: string, requeueAfterMs: number) {
-    super(ErrorCode.Waiting, message, { requeueAfterMs });
-  }
-}
-
 export const isStalling = (e: unknown): e is StallingError => e instanceof StallingError;
 
 /**
@@ -82,4 +77,3 @@ export function asStallingIfDeterministic(e: unknown): StallingError | undefined
     );
   return undefined;
 }
-export const isWaiting = (e: unknown): e is WaitingError => e instanceof WaitingError;

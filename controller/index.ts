@@ -89,6 +89,7 @@ export { planChanges } from './reconcile/plan-changes.js';
 export type { PlanReport, RunPlanItem } from './reconcile/plan-changes.js';
 export { nodeRunSpec } from './reconcile/dag-plan.js';
 export { resolveCodeRefs } from './reconcile/desired.js';
+export { planContextOf } from './reconcile/plan-context.js';
 export { RECONCILE_ANNOTATION, RETRY_ANNOTATION } from './reconcile/run-plan.js';
 export { backendInfoOf } from './backends/registry.js';
 export { storeTarget } from './storage.js';

@@ -15,7 +15,7 @@ import {
   loadSpecs,
   nodeRunSpec,
   planChanges,
-  resolveCodeRefs,
+  planContextOf,
   storeTarget,
   verifyHead,
   type Dag,
@@ -139,14 +139,23 @@ async function planAction(io: Io, opts: PlanOpts): Promise<void> {
       : undefined;
     const backends = [...acted.backends].map(([name, { obj }]) => backendInfoOf(name, obj.spec));
     const storage = acted.storage;
-    const codeRefs = await resolveCodeRefs(git, runSpecsOf(h), true);
+    // The controller's own context builder: what adv plan cannot know (secrets, other
+    // repositories' code) is left out, and such runs are planned as the controller's first pass would.
+    const ctx = await planContextOf({
+      now: Date.now(),
+      specCommit: head,
+      backends,
+      git,
+      remote: true,
+      specs: runSpecsOf(h),
+    });
     const report = planChanges({
       base: { commit: base, objects: b.objects },
       head: { commit: head, objects: h.objects, errors: planErrors(h, acted.errors) },
       runStatus: (n) => status.get<RunStatusDoc>('Run', n),
       dagStatus: (n) => status.get<DagStatusDoc>('DAG', n),
       sweepStatus: (n) => status.get<SweepStatusDoc>('Sweep', n),
-      ctx: { now: Date.now(), backends, codeRefs },
+      ctx,
       ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
     });
     printPlan(io, opts, report, baseRef, verdict);

@@ -14,6 +14,7 @@ import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { CheckpointMode } from './checkpoint-mode.js';
 import type { SshConnection, SshTransport } from '../transport/ssh.js';
 import type { TpuSlice } from './tpu-slice.js';
+import { ENDED_STATES, JobState } from '../phase.js';
 
 /** What the controller asks a backend to run: one attempt of one run. */
 export interface JobRequest {
@@ -64,20 +65,8 @@ export interface SubmitResult extends JobHandle {
   adopted?: boolean;
 }
 
-/** Observed states, the same for every backend. */
-export const JobState = {
-  Pending: 'Pending',
-  Running: 'Running',
-  Succeeded: 'Succeeded',
-  Failed: 'Failed',
-  Cancelled: 'Cancelled',
-  Preempted: 'Preempted',
-  /** The job is gone without an end record. */
-  Lost: 'Lost',
-  /** Cannot observe right now (backend unreachable): not a failure. */
-  Unknown: 'Unknown',
-} as const;
-export type JobState = (typeof JobState)[keyof typeof JobState];
+/** Observed states, the same for every backend: the phase words' observed subset (phase.ts). */
+export { JobState } from '../phase.js';
 
 export interface ObservedJob {
   jobName: string;
@@ -108,16 +97,8 @@ export interface Capacity {
   note?: string;
 }
 
-const ENDED_STATES = new Set<string>([
-  JobState.Succeeded,
-  JobState.Failed,
-  JobState.Cancelled,
-  JobState.Preempted,
-  JobState.Lost,
-]);
-
 /** The job has ended (however): nothing more will happen to it. */
-export const isEnded = (state: string): boolean => ENDED_STATES.has(state);
+export const isEnded = (state: string): boolean => (ENDED_STATES as ReadonlySet<string>).has(state);
 
 /**
  * `submit` for an adapter whose backend takes one job per call: each job's find-or-submit (`one`),

@@ -140,7 +140,7 @@ export class Executor {
     const current = this.d.status.get<RunStatusDoc>('Run', a.run);
     if (!current) return {};
     if (adopted) this.d.logger.info({ run: a.run, job: a.jobName, jobId }, 'adopted existing job');
-    this.stage(a, recordSubmitted(current, a.attempt, jobId, adopted));
+    this.stage(a, recordSubmitted(current, a.attempt, jobId, adopted, this.d.now()));
     return { resetBackoff: true };
   }
 

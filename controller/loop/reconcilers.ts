@@ -8,15 +8,10 @@ import type { ObjectStore } from '../../runtime/store/index.js';
 import { readOutputManifest } from '../../runtime/artifacts.js';
 import { EndClass } from '../status/types.js';
 import { DagPlanCaches, planDag, type DagPlanContext } from '../reconcile/dag-plan.js';
-import { resolveCodeRefs, resolveCodeRepos, type CodeRepoStates } from '../reconcile/desired.js';
+import type { CodeRepoStates } from '../reconcile/desired.js';
+import { planContextOf } from '../reconcile/plan-context.js';
 import type { GitPort } from '../git/port.js';
-import {
-  isLiveAttempt,
-  planRun,
-  type PlanContext,
-  type RunAction,
-  type RunPlan,
-} from '../reconcile/run-plan.js';
+import { isLiveAttempt, planRun, type RunAction, type RunPlan } from '../reconcile/run-plan.js';
 import type { BackendInfo } from '../reconcile/solver.js';
 import type { ControllerMetrics } from '../metrics.js';
 import type { StatusWriter } from '../status/writer.js';
@@ -79,17 +74,17 @@ export class PassScopes {
   async next(observation: Observation): Promise<PassScope> {
     const { s } = this;
     const specs = [...s.desired.runs.values()].map((r) => r.spec);
-    const planContext: PlanContext = {
+    const planContext = await planContextOf({
       now: s.now(),
       specCommit: s.desired.head!,
       backends: s.backends(),
-      codeRefs: await resolveCodeRefs(s.git, specs, s.remote),
-      ...(s.codeRepos
-        ? { codeRepos: await resolveCodeRepos(s.codeRepos, this.codeRepoRuns(), s.desired.head!) }
-        : {}),
+      git: s.git,
+      remote: s.remote,
+      specs,
+      ...(s.codeRepos ? { codeRepos: { states: s.codeRepos, runs: this.codeRepoRuns() } } : {}),
       controllerId: s.controllerId(),
       missingSecrets: (names) => s.inputs.missingSecrets(names),
-    };
+    });
     return {
       desired: s.desired,
       status: s.status,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { StallingError, WaitingError } from '../errors.js';
+import { StallingError } from '../errors.js';
 import { WorkQueue } from '../reconcile/queue.js';
 import { requeue, type ReconcileOutcome } from './requeue.js';
 
@@ -21,7 +21,6 @@ describe('requeue: one place turns an outcome into a queue decision', () => {
       outcomes: [new Error('x'), new Error('x'), { resetBackoff: true }, new Error('x')],
       delays: [1000, 2000, undefined, 1000],
     },
-    { name: 'waiting carries its own delay', outcomes: [new WaitingError('full', 10_000)], delays: [10_000] },
     {
       name: 'stalling is not retried and clears the backoff',
       outcomes: [new Error('x'), new StallingError('SecretMissing', 'no secret'), new Error('x')],

@@ -1,10 +1,15 @@
 /**
  * The one place a reconcile's outcome becomes a queue decision, as controller-runtime's
- * `reconcileHandler` does: a result may ask to be looked at again after a delay; a waiting error
- * carries its own delay; a stalling error is not retried (a person must change the spec or the
- * environment, which re-queues the key by itself); any other error backs off exponentially.
+ * `reconcileHandler` does: a result may ask to be looked at again after a delay; a stalling error is
+ * not retried (a person must change the spec or the environment, which re-queues the key by
+ * itself); any other error backs off exponentially.
+ *
+ * An expected wait (no capacity yet, a backoff, an output not there yet) is a result with
+ * `requeueAfterMs`, never an error: the planners are pure and say how long to wait in what they
+ * return, and a backend that does not answer (an unknown submit outcome, an unreachable host) is an
+ * error on purpose, so that its retries back off instead of coming at a fixed delay.
  */
-import { isStalling, isWaiting } from '../errors.js';
+import { isStalling } from '../errors.js';
 import type { WorkQueue } from '../reconcile/queue.js';
 
 /** What a reconcile returns when it did not fail. */
@@ -27,10 +32,6 @@ export function requeue(queue: WorkQueue, key: string, outcome: ReconcileOutcome
     if (isStalling(outcome)) {
       queue.forget(key);
       return undefined;
-    }
-    if (isWaiting(outcome)) {
-      queue.addAfter(key, outcome.data.requeueAfterMs);
-      return outcome.data.requeueAfterMs;
     }
     return queue.addRateLimited(key);
   }

@@ -6,21 +6,15 @@
  */
 import type { DagNode } from '../spec/schema.js';
 import { BLOCKING_NODE_PHASES, LIVE_NODE_PHASES, TERMINAL_PHASES } from '../status/phases.js';
-import {
-  ConditionType,
-  Phase,
-  Reason,
-  setCondition,
-  type DagNodeStatus,
-  type DagStatusDoc,
-  type RunStatusDoc,
-} from '../status/types.js';
+import { Phase, Reason, type DagNodeStatus, type DagStatusDoc, type RunStatusDoc } from '../status/types.js';
+import { setOwnerPhase } from '../status/transition.js';
 import { childName, type DagPlanCaches } from './dag-plan-children.js';
 import type { DagPlan, DagPlanContext, DagPlanInput, DesiredDag, InvalidDag } from './dag-plan-model.js';
 import {
   canonicalJson,
   generationOf,
   markInvalid,
+  markValid,
   RETRY_ANNOTATION,
   type DesiredRun,
 } from './run-plan-model.js';
@@ -103,9 +97,12 @@ export function neverValid(
 export function dagDeleted(name: string, current: DagStatusDoc | undefined, doc: DagStatusDoc): DagPlan {
   const st = doc.status;
   if (current && !TERMINAL_PHASES.has(st.phase)) {
-    st.phase = Phase.Cancelled;
-    st.reason = Reason.SpecDeleted;
-    st.message = 'the DAG was removed from the watched branch; its live nodes are cancelled';
+    setOwnerPhase(
+      st,
+      Phase.Cancelled,
+      Reason.SpecDeleted,
+      'the DAG was removed from the watched branch; its live nodes are cancelled',
+    );
   }
   return finishEarly(current, doc, `dag/${name}: ${st.phase} (spec deleted)`);
 }
@@ -148,11 +145,7 @@ export const adoptSpec: DagStep = (w) => {
   const { doc, desired } = w;
   const st = doc.status;
   if (!w.input.invalid) {
-    st.conditions = setCondition(
-      st.conditions,
-      { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-      w.now,
-    );
+    markValid(st, w.now);
     if (st.observedGeneration !== desired.generation) {
       doc.appliedSpec = desired.spec;
       st.observedGeneration = desired.generation;
@@ -298,20 +291,15 @@ export const dagPhase: DagStep = (w) => {
   const stopped = count(Phase.Failed) + count(Phase.Cancelled);
   st.counts = Object.fromEntries([...new Set(all.map((n) => n.phase))].sort().map((p) => [p, count(p)]));
   const ok = succeededOf(all);
-  if (count(Phase.Succeeded) === all.length) setDagPhase(w.doc, Phase.Succeeded, Reason.Completed, ok);
+  if (count(Phase.Succeeded) === all.length)
+    setOwnerPhase(w.doc.status, Phase.Succeeded, Reason.Completed, ok);
   else if (w.desired.spec.suspend)
-    setDagPhase(w.doc, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
+    setOwnerPhase(w.doc.status, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
   else if (stopped && !live && !waiting)
-    setDagPhase(w.doc, Phase.Failed, 'NodesFailed', `${stopped} failed or cancelled; ${ok}`);
-  else if (live || count(Phase.Succeeded) > 0) setDagPhase(w.doc, Phase.Running, 'Running', ok);
-  else setDagPhase(w.doc, Phase.Pending, 'Pending', ok);
+    setOwnerPhase(w.doc.status, Phase.Failed, 'NodesFailed', `${stopped} failed or cancelled; ${ok}`);
+  else if (live || count(Phase.Succeeded) > 0) setOwnerPhase(w.doc.status, Phase.Running, 'Running', ok);
+  else setOwnerPhase(w.doc.status, Phase.Pending, 'Pending', ok);
 };
-
-function setDagPhase(doc: DagStatusDoc, phase: Phase, reason: string, message: string): void {
-  doc.status.phase = phase;
-  doc.status.reason = reason;
-  doc.status.message = message;
-}
 
 /** The plan the working state amounts to: `current` itself when nothing changed. */
 export function finishWork(w: DagWork): DagPlan {

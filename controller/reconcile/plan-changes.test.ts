@@ -37,7 +37,7 @@ function runningOn(base: ReturnType<typeof objects>): Map<string, RunStatusDoc> 
   for (const o of base.filter((x) => x.kind === 'Run')) {
     const desired = desiredRun(o, envs);
     const planned = planRun({ name: o.name, desired }, { ...ctx, specCommit: 'a'.repeat(40) });
-    out.set(o.name, recordSubmitted(planned.doc!, 1, '42', false).doc);
+    out.set(o.name, recordSubmitted(planned.doc!, 1, '42', false, ctx.now).doc);
   }
   return out;
 }

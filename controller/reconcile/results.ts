@@ -2,12 +2,12 @@
  * Recording the outcome of an executed action into a run's status. Pure, like the planner: the
  * controller calls these after the backend answered.
  */
+import { transition } from '../status/transition.js';
 import {
   AttemptPhase,
   ConditionType,
   Phase,
   Reason,
-  setCondition,
   type Attempt,
   type RunStatusDoc,
 } from '../status/types.js';
@@ -19,6 +19,7 @@ export function recordSubmitted(
   n: number,
   jobId: string,
   adopted: boolean,
+  nowMs: number,
 ): { doc: RunStatusDoc; summary: string } {
   const doc = structuredClone(current);
   const a = doc.status.attempts.find((x) => x.n === n);
@@ -26,14 +27,19 @@ export function recordSubmitted(
     a.jobId = jobId;
     if (a.phase === AttemptPhase.Submitting) a.phase = AttemptPhase.Queued;
   }
-  if (doc.status.phase === Phase.Scheduling) {
-    doc.status.phase = Phase.Queued;
-    // The same words the first observation of a queued job uses, so it adds no commit.
-    doc.status.reason = adopted ? Reason.Adopted : 'Queued';
-    doc.status.message = adopted
-      ? `attempt ${n} was already on ${a?.backend} (found by name ${a?.jobName}) and was adopted`
-      : `attempt ${n} queued on ${a?.backend}`;
-  }
+  if (doc.status.phase === Phase.Scheduling)
+    transition(
+      doc.status,
+      {
+        phase: Phase.Queued,
+        // The same words the first observation of a queued job uses, so it adds no commit.
+        reason: adopted ? Reason.Adopted : 'Queued',
+        message: adopted
+          ? `attempt ${n} was already on ${a?.backend} (found by name ${a?.jobName}) and was adopted`
+          : `attempt ${n} queued on ${a?.backend}`,
+      },
+      new Date(nowMs).toISOString(),
+    );
   return { doc, summary: summaryOf(doc) + (adopted ? ' [adopted]' : '') };
 }
 
@@ -47,20 +53,20 @@ export function recordSubmitFailed(
   const doc = structuredClone(current);
   const now = new Date(nowMs).toISOString();
   const a = endUnstarted(doc, n, EndClass.Infrastructure, Reason.SubmitFailed, message, now);
-  doc.status.phase = Phase.Scheduling;
-  doc.status.reason = Reason.SubmitFailed;
-  doc.status.message = `attempt ${n} could not be submitted to ${a?.backend}: ${message}`;
-  doc.status.nextAttemptAfter = new Date(nowMs + retryAfterSec * 1000).toISOString();
-  doc.status.conditions = setCondition(
-    doc.status.conditions,
+  const why = `attempt ${n} could not be submitted to ${a?.backend}: ${message}`;
+  transition(
+    doc.status,
     {
-      type: ConditionType.Scheduled,
-      status: 'False',
+      phase: Phase.Scheduling,
       reason: Reason.SubmitFailed,
-      message: doc.status.message,
+      message: why,
+      conditions: [
+        { type: ConditionType.Scheduled, status: 'False', reason: Reason.SubmitFailed, message: why },
+      ],
     },
     now,
   );
+  doc.status.nextAttemptAfter = new Date(nowMs + retryAfterSec * 1000).toISOString();
   return {
     doc,
     summary: `run/${doc.metadata.name}: submit of attempt ${n} to ${a?.backend} failed: ${message}`,
@@ -82,25 +88,25 @@ export function recordSubmitStalled(
   const now = new Date(nowMs).toISOString();
   const message = stall.hint ? `${stall.message}; ${stall.hint}` : stall.message;
   endUnstarted(doc, n, EndClass.Stalled, stall.reason, message, now);
-  doc.status.phase = Phase.Pending;
-  doc.status.reason = stall.reason;
-  doc.status.message = message;
   delete doc.status.nextAttemptAfter;
-  doc.status.conditions = setCondition(
-    doc.status.conditions,
+  transition(
+    doc.status,
     {
-      type: ConditionType.Stalled,
-      status: 'True',
+      phase: Phase.Pending,
       reason: stall.reason,
       message,
-      // The spec it stalled on: the same spec is not tried again (run-plan-steps `heldStall`).
-      ...(doc.status.observedGeneration ? { observedGeneration: doc.status.observedGeneration } : {}),
+      conditions: [
+        {
+          type: ConditionType.Stalled,
+          status: 'True',
+          reason: stall.reason,
+          message,
+          // The spec it stalled on: the same spec is not tried again (run-plan-steps `heldStall`).
+          ...(doc.status.observedGeneration ? { observedGeneration: doc.status.observedGeneration } : {}),
+        },
+        { type: ConditionType.Scheduled, status: 'False', reason: stall.reason, message },
+      ],
     },
-    now,
-  );
-  doc.status.conditions = setCondition(
-    doc.status.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason: stall.reason, message },
     now,
   );
   return { doc, summary: `run/${doc.metadata.name}: Stalled (${stall.message})` };

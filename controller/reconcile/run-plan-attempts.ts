@@ -20,12 +20,8 @@ import {
 import { classifyEnd } from './classify.js';
 import { EndClass } from '../status/types.js';
 import { formatMoney, runCost } from '../status/cost.js';
-import {
-  DEFAULT_HEARTBEAT_TIMEOUT_SEC,
-  RESTART_GRACE_MS,
-  setPhase,
-  type PlanContext,
-} from './run-plan-model.js';
+import { transition, type RunTransition } from '../status/transition.js';
+import { DEFAULT_HEARTBEAT_TIMEOUT_SEC, RESTART_GRACE_MS, type PlanContext } from './run-plan-model.js';
 import { solve } from './solver.js';
 
 const DEFAULTS = {
@@ -106,37 +102,44 @@ export interface AttemptEnd {
 export function endAttempt(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number, e: AttemptEnd): void {
   const now = new Date(nowMs).toISOString();
   recordEnd(a, e, now);
+  const next = runAfterEnd(doc.status, a, spec, nowMs, e);
+  const notReady = {
+    type: ConditionType.Ready,
+    status: 'False',
+    reason: readyReasonOf(e.class),
+    message: '',
+  } as const;
+  transition(doc.status, { ...next, conditions: [notReady, ...(next.conditions ?? [])] }, now);
+}
+
+/** Why the run is no longer Ready once an attempt of class `cls` ended. */
+const readyReasonOf = (cls: EndClass): string =>
+  cls === EndClass.Succeeded ? Reason.Completed : cls === EndClass.UserError ? Reason.Error : cls;
+
+/** Where the run goes after attempt `a` ended with class `e.class`. */
+function runAfterEnd(st: RunStatus, a: Attempt, spec: RunSpec, nowMs: number, e: AttemptEnd): RunTransition {
   switch (e.class) {
     case EndClass.Succeeded:
-      setPhase(doc, Phase.Succeeded, Reason.Completed, `${where(a)} exited 0`);
-      setReady(doc.status, Reason.Completed, now);
-      return;
+      return { phase: Phase.Succeeded, reason: Reason.Completed, message: `${where(a)} exited 0` };
     case EndClass.Cancelled:
-      setPhase(
-        doc,
-        Phase.Cancelled,
-        'CancelledOnBackend',
-        `${where(a)} was cancelled on the backend, not by the controller`,
-      );
-      setReady(doc.status, 'Cancelled', now);
-      return;
+      return {
+        phase: Phase.Cancelled,
+        reason: 'CancelledOnBackend',
+        message: `${where(a)} was cancelled on the backend, not by the controller`,
+      };
     case EndClass.Preempted:
     case EndClass.Infrastructure:
-      setReady(doc.status, e.class, now);
-      return infraEnd(doc, a, spec, e);
+      return infraEnd(st, a, spec, e);
     case EndClass.Timeout:
-      setReady(doc.status, e.class, now);
-      if (madeProgress(a)) return timeoutAfterProgress(doc, a, e);
+      if (madeProgress(a)) return timeoutAfterProgress(st, a, e);
       break;
     case EndClass.SetupFailed:
-      setReady(doc.status, e.class, now);
-      return setupFailure(doc, a, spec, e);
+      return setupFailure(st, a, spec, e);
     case EndClass.UserError:
-      setReady(doc.status, Reason.Error, now);
-      if (!retryable(a, spec)) return notRetryable(doc, a, spec, now);
+      if (!retryable(a, spec)) return notRetryable(a, spec);
       break;
   }
-  userFailure(doc, a, spec, nowMs, e);
+  return userFailure(st, a, spec, nowMs, e);
 }
 
 /** `policy.retryOn.exitCodes`: absent, every user-code failure is worth another attempt. */
@@ -146,15 +149,17 @@ function retryable(a: Attempt, spec: RunSpec): boolean {
 }
 
 /** An exit code `policy.retryOn` does not list: the run fails now, whatever attempts are left. */
-function notRetryable(doc: RunStatusDoc, a: Attempt, spec: RunSpec, now: string): void {
+function notRetryable(a: Attempt, spec: RunSpec): RunTransition {
   const codes = spec.policy!.retryOn!.exitCodes.join(', ');
   const message = `${where(a)} exited ${a.exitCode ?? 'without an exit code'}, which policy.retryOn.exitCodes (${codes}) does not list: not retried`;
-  doc.status.conditions = setCondition(
-    doc.status.conditions,
-    { type: ConditionType.Retryable, status: 'False', reason: Reason.ExitCodeNotRetryable, message },
-    now,
-  );
-  setPhase(doc, Phase.Failed, Reason.ExitCodeNotRetryable, message);
+  return {
+    phase: Phase.Failed,
+    reason: Reason.ExitCodeNotRetryable,
+    message,
+    conditions: [
+      { type: ConditionType.Retryable, status: 'False', reason: Reason.ExitCodeNotRetryable, message },
+    ],
+  };
 }
 
 function recordEnd(a: Attempt, e: AttemptEnd, now: string): void {
@@ -172,43 +177,29 @@ const where = (a: Attempt) => `attempt ${a.n} on ${a.backend}`;
 const resumesFrom = (st: RunStatus) =>
   st.checkpoint ? `from step ${st.checkpoint.step}` : 'from the start (no checkpoint yet)';
 
-function setReady(st: RunStatus, reason: string, now: string): void {
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Ready, status: 'False', reason, message: '' },
-    now,
-  );
-}
-
 /** Preemption or infrastructure: a new attempt at once, until maxInfraAttempts. */
-function infraEnd(doc: RunStatusDoc, a: Attempt, spec: RunSpec, e: AttemptEnd): void {
-  const st = doc.status;
+function infraEnd(st: RunStatus, a: Attempt, spec: RunSpec, e: AttemptEnd): RunTransition {
   const max = spec.policy?.maxInfraAttempts ?? DEFAULTS.maxInfraAttempts;
-  if (infraFailures(st.attempts, st.budgetFromAttempt) >= max) {
-    setPhase(
-      doc,
-      Phase.Failed,
-      Reason.AttemptsExhausted,
-      `${max} attempts ended by preemption or infrastructure failure`,
-    );
-    return;
-  }
-  setPhase(
-    doc,
-    Phase.Scheduling,
-    e.runReason ?? (e.class === EndClass.Preempted ? Reason.Preempted : Reason.Lost),
-    `${where(a)} ended: ${e.reason ?? e.class}; a new attempt starts ${resumesFrom(st)}`,
-  );
+  if (infraFailures(st.attempts, st.budgetFromAttempt) >= max)
+    return {
+      phase: Phase.Failed,
+      reason: Reason.AttemptsExhausted,
+      message: `${max} attempts ended by preemption or infrastructure failure`,
+    };
+  return {
+    phase: Phase.Scheduling,
+    reason: e.runReason ?? (e.class === EndClass.Preempted ? Reason.Preempted : Reason.Lost),
+    message: `${where(a)} ended: ${e.reason ?? e.class}; a new attempt starts ${resumesFrom(st)}`,
+  };
 }
 
 /** A time-out after a new checkpoint is a long run going on: a new attempt at once. */
-function timeoutAfterProgress(doc: RunStatusDoc, a: Attempt, e: AttemptEnd): void {
-  setPhase(
-    doc,
-    Phase.Scheduling,
-    'Timeout',
-    `${where(a)} reached its time limit (${e.reason ?? 'TIMEOUT'}) after committing step ${a.lastStep}; a new attempt starts ${resumesFrom(doc.status)}`,
-  );
+function timeoutAfterProgress(st: RunStatus, a: Attempt, e: AttemptEnd): RunTransition {
+  return {
+    phase: Phase.Scheduling,
+    reason: 'Timeout',
+    message: `${where(a)} reached its time limit (${e.reason ?? 'TIMEOUT'}) after committing step ${a.lastStep}; a new attempt starts ${resumesFrom(st)}`,
+  };
 }
 
 /**
@@ -216,58 +207,48 @@ function timeoutAfterProgress(doc: RunStatusDoc, a: Attempt, e: AttemptEnd): voi
  * attempt's message). It counts against maxAttempts like a user error, but the next attempt starts
  * at once, without backoff: the solver tries the backends where setup has not failed first.
  */
-function setupFailure(doc: RunStatusDoc, a: Attempt, spec: RunSpec, e: AttemptEnd): void {
-  const st = doc.status;
+function setupFailure(st: RunStatus, a: Attempt, spec: RunSpec, e: AttemptEnd): RunTransition {
   const failures = userFailures(st.attempts, st.budgetFromAttempt);
   const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
   const step = e.message?.split('\n')[0]?.trim() || `a setup step exited ${a.exitCode ?? '?'}`;
-  if (failures >= max) {
-    setPhase(
-      doc,
-      Phase.Failed,
-      Reason.AttemptsExhausted,
-      `${where(a)}: ${step}; ${failures} of ${max} attempts failed`,
-    );
-    return;
-  }
-  setPhase(
-    doc,
-    Phase.Scheduling,
-    EndClass.SetupFailed,
-    `${where(a)}: ${step}; a new attempt starts on another backend where one fits (${failures} of ${max})`,
-  );
+  if (failures >= max)
+    return {
+      phase: Phase.Failed,
+      reason: Reason.AttemptsExhausted,
+      message: `${where(a)}: ${step}; ${failures} of ${max} attempts failed`,
+    };
+  return {
+    phase: Phase.Scheduling,
+    reason: EndClass.SetupFailed,
+    message: `${where(a)}: ${step}; a new attempt starts on another backend where one fits (${failures} of ${max})`,
+  };
 }
 
 /** A user error, or a time-out without progress: counts against maxAttempts, with backoff. */
-function userFailure(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number, e: AttemptEnd): void {
-  const st = doc.status;
+function userFailure(st: RunStatus, a: Attempt, spec: RunSpec, nowMs: number, e: AttemptEnd): RunTransition {
   const failures = userFailures(st.attempts, st.budgetFromAttempt);
   const max = spec.policy?.maxAttempts ?? DEFAULTS.maxAttempts;
   const what =
     e.class === EndClass.Timeout
       ? `reached its time limit (${e.reason ?? 'TIMEOUT'}) without a new checkpoint`
       : `exited ${a.exitCode ?? '?'}${a.reason && a.reason !== 'Error' ? ` (${a.reason})` : ''}`;
-  if (failures >= max) {
-    setPhase(
-      doc,
-      Phase.Failed,
-      Reason.AttemptsExhausted,
-      `${where(a)} ${what}; ${failures} of ${max} attempts failed`,
-    );
-    return;
-  }
+  if (failures >= max)
+    return {
+      phase: Phase.Failed,
+      reason: Reason.AttemptsExhausted,
+      message: `${where(a)} ${what}; ${failures} of ${max} attempts failed`,
+    };
   const b = spec.policy?.backoff ?? {};
   const delaySec = Math.min(
     (b.initialSec ?? DEFAULTS.backoffInitialSec) * Math.pow(b.factor ?? DEFAULTS.backoffFactor, failures - 1),
     b.maxSec ?? DEFAULTS.backoffMaxSec,
   );
   st.nextAttemptAfter = new Date(nowMs + delaySec * 1000).toISOString();
-  setPhase(
-    doc,
-    Phase.Scheduling,
-    Reason.BackoffWaiting,
-    `${where(a)} ${what}; retrying in ${delaySec}s ${resumesFrom(st)} (${failures} of ${max})`,
-  );
+  return {
+    phase: Phase.Scheduling,
+    reason: Reason.BackoffWaiting,
+    message: `${where(a)} ${what}; retrying in ${delaySec}s ${resumesFrom(st)} (${failures} of ${max})`,
+  };
 }
 
 /**
@@ -295,7 +276,11 @@ function costGuard(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: number):
     message,
   });
   delete doc.status.nextAttemptAfter;
-  setPhase(doc, Phase.Failed, Reason.CostLimitExceeded, message);
+  transition(
+    doc.status,
+    { phase: Phase.Failed, reason: Reason.CostLimitExceeded, message },
+    new Date(nowMs).toISOString(),
+  );
   return true;
 }
 
@@ -325,7 +310,11 @@ function totalTimeGuard(doc: RunStatusDoc, a: Attempt, spec: RunSpec, nowMs: num
     message,
   });
   delete st.nextAttemptAfter;
-  setPhase(doc, Phase.Failed, Reason.TotalTimeExceeded, message);
+  transition(
+    st,
+    { phase: Phase.Failed, reason: Reason.TotalTimeExceeded, message },
+    new Date(nowMs).toISOString(),
+  );
   return true;
 }
 
@@ -434,19 +423,22 @@ function unobservable(doc: RunStatusDoc, a: Attempt, o: ObservedJob, spec: RunSp
 
 /** Queued or running on the backend. */
 function stillGoing(doc: RunStatusDoc, a: Attempt, o: ObservedJob, now: string): void {
-  const st = doc.status;
   if (o.state === JobState.Pending) {
     a.phase = AttemptPhase.Queued;
     // The backend's own word on why it waits (a SLURM reason, "no agent can run it: …").
     const why = o.message ? `: ${o.message}` : '';
-    setPhase(doc, Phase.Queued, 'Queued', `attempt ${a.n} queued on ${a.backend}${why}`);
+    transition(
+      doc.status,
+      { phase: Phase.Queued, reason: 'Queued', message: `attempt ${a.n} queued on ${a.backend}${why}` },
+      now,
+    );
     return;
   }
   a.phase = AttemptPhase.Running;
-  setPhase(doc, Phase.Running, 'Running', `attempt ${a.n} running on ${a.backend}`);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Ready, status: 'True', reason: 'Running', message: '' },
+  // Ready=True comes with the phase.
+  transition(
+    doc.status,
+    { phase: Phase.Running, reason: 'Running', message: `attempt ${a.n} running on ${a.backend}` },
     now,
   );
 }

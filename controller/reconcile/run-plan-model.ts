@@ -143,13 +143,6 @@ export function canonicalJson(v: unknown): string {
 export const isLiveAttempt = (a: Attempt | undefined): a is Attempt =>
   a !== undefined && LIVE_ATTEMPT_PHASES.has(a.phase);
 
-/** Sets the run's phase with the reason and message that explain it. */
-export function setPhase(doc: RunStatusDoc, phase: Phase, reason: string, message: string): void {
-  doc.status.phase = phase;
-  doc.status.reason = reason;
-  doc.status.message = message;
-}
-
 /** The action that cancels attempt `a`'s job. */
 export function cancelAction(run: string, a: Attempt): RunAction {
   return {
@@ -254,6 +247,15 @@ export function finishPlan(
   if (current && sameData(current, doc)) return { doc: current, actions };
   const [head, ...rest] = lines.filter(Boolean);
   return { doc, summary: rest.length ? `${head}; ${rest.join('; ')}` : head, actions };
+}
+
+/** `Valid=True`: the spec acted on parsed and passed every rule (runs, DAGs and Sweeps alike). */
+export function markValid(st: { conditions: Condition[] }, now: string): void {
+  st.conditions = setCondition(
+    st.conditions,
+    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
+    now,
+  );
 }
 
 /** `Valid=False` with the file, line and column of the problem: the same for runs and DAGs. */

@@ -6,12 +6,12 @@
 import { jobNameFor } from '../backends/types.js';
 import type { CodeRepoState } from '../git/code-repos.js';
 import { SCHEDULING_PHASES } from '../status/phases.js';
-import { AttemptPhase, ConditionType, Phase, Reason, setCondition, type Attempt } from '../status/types.js';
+import { transition } from '../status/transition.js';
+import { AttemptPhase, ConditionType, Phase, Reason, type Attempt } from '../status/types.js';
 import { costLimitMessage, hours, runTimeMs } from './run-plan-attempts.js';
 import {
   clearStalled,
   isLiveAttempt,
-  setPhase,
   STOP,
   type PlanContext,
   type RunStep,
@@ -73,10 +73,14 @@ function codeRepoCommit(w: RunWork, s: CodeRepoState | undefined): { commit: str
     return r;
   }
   const message = s?.message ?? `waiting for the code of ${w.spec.code?.repo}`;
-  setPhase(w.doc, Phase.Pending, Reason.FetchingCode, message);
-  w.doc.status.conditions = setCondition(
-    w.doc.status.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason: Reason.FetchingCode, message },
+  transition(
+    w.doc.status,
+    {
+      phase: Phase.Pending,
+      reason: Reason.FetchingCode,
+      message,
+      conditions: [{ type: ConditionType.Scheduled, status: 'False', reason: Reason.FetchingCode, message }],
+    },
     w.now,
   );
   w.requeueAfterMs = 5_000;
@@ -115,7 +119,7 @@ function outOfTotalTime(w: RunWork): boolean {
   const overBudget = costLimitMessage(st.attempts, w.spec, w.ctx.now);
   if (overBudget) {
     delete st.nextAttemptAfter;
-    setPhase(w.doc, Phase.Failed, Reason.CostLimitExceeded, overBudget);
+    transition(st, { phase: Phase.Failed, reason: Reason.CostLimitExceeded, message: overBudget }, w.now);
     clearStalled(st);
     return true;
   }
@@ -123,11 +127,14 @@ function outOfTotalTime(w: RunWork): boolean {
   const max = w.spec.policy?.maxTotalHours;
   if (max === undefined || total < max * 3_600_000) return false;
   delete st.nextAttemptAfter;
-  setPhase(
-    w.doc,
-    Phase.Failed,
-    Reason.TotalTimeExceeded,
-    `the run's attempts ran ${hours(total)} in total, past policy.maxTotalHours (${max}h)`,
+  transition(
+    st,
+    {
+      phase: Phase.Failed,
+      reason: Reason.TotalTimeExceeded,
+      message: `the run's attempts ran ${hours(total)} in total, past policy.maxTotalHours (${max}h)`,
+    },
+    w.now,
   );
   clearStalled(st);
   return true;
@@ -146,16 +153,17 @@ function inBackoff(w: RunWork): boolean {
  * only repeat the message) and no attempt, so nothing counts against a backend.
  */
 function stall(w: RunWork, reason: string, message: string): StepResult {
-  const st = w.doc.status;
-  setPhase(w.doc, Phase.Pending, reason, message);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason, message },
-    w.now,
-  );
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Stalled, status: 'True', reason, message },
+  transition(
+    w.doc.status,
+    {
+      phase: Phase.Pending,
+      reason,
+      message,
+      conditions: [
+        { type: ConditionType.Scheduled, status: 'False', reason, message },
+        { type: ConditionType.Stalled, status: 'True', reason, message },
+      ],
+    },
     w.now,
   );
   return STOP;
@@ -163,12 +171,15 @@ function stall(w: RunWork, reason: string, message: string): StepResult {
 
 /** No backend can take the run now: wait (NoCapacity: one may free up soon). */
 function waitForBackend(w: RunWork, choice: Decision): void {
-  const st = w.doc.status;
   const reason = choice.wait === 'NoCapacity' ? Reason.NoCapacity : Reason.NoBackend;
-  setPhase(w.doc, Phase.Pending, reason, choice.why);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'False', reason, message: choice.why },
+  transition(
+    w.doc.status,
+    {
+      phase: Phase.Pending,
+      reason,
+      message: choice.why,
+      conditions: [{ type: ConditionType.Scheduled, status: 'False', reason, message: choice.why }],
+    },
     w.now,
   );
   w.requeueAfterMs = reason === Reason.NoCapacity ? 10_000 : 30_000;
@@ -196,10 +207,14 @@ function createAttempt(w: RunWork, backend: string, why: string, codeCommit: str
   };
   st.attempts.push(attempt);
   delete st.nextAttemptAfter;
-  setPhase(w.doc, Phase.Scheduling, 'Submitting', `submitting attempt ${n} to ${backend}`);
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Scheduled, status: 'True', reason: 'BackendChosen', message: why },
+  transition(
+    st,
+    {
+      phase: Phase.Scheduling,
+      reason: 'Submitting',
+      message: `submitting attempt ${n} to ${backend}`,
+      conditions: [{ type: ConditionType.Scheduled, status: 'True', reason: 'BackendChosen', message: why }],
+    },
     w.now,
   );
   w.actions.push({ type: 'submit', run: w.name, attempt: n, backend, jobName: attempt.jobName });

@@ -19,6 +19,7 @@ import {
   type RunStatusDoc,
 } from '../status/types.js';
 import { EndClass } from '../status/types.js';
+import { transition } from '../status/transition.js';
 import { WORKER_HEARTBEAT_MISSING, workerConditions } from './run-plan-workers.js';
 import { applyHeartbeat, applyObservation, guardrails, heartbeatTimeoutMs } from './run-plan-attempts.js';
 import {
@@ -29,11 +30,11 @@ import {
   isLiveAttempt,
   markCancelled,
   markInvalid,
+  markValid,
   newDoc,
   RECONCILE_ANNOTATION,
   RESTART_GRACE_MS,
   RETRY_ANNOTATION,
-  setPhase,
   SUBMIT_TAKEOVER_MS,
   summaryOf,
   type DesiredRun,
@@ -86,7 +87,15 @@ export function specDeleted(name: string, current: RunStatusDoc | undefined, ctx
     actions.push(cancelAction(name, live));
     markCancelled(live, Reason.SpecDeleted, now);
   }
-  setPhase(doc, Phase.Cancelled, Reason.SpecDeleted, 'the spec was removed from the watched branch');
+  transition(
+    doc.status,
+    {
+      phase: Phase.Cancelled,
+      reason: Reason.SpecDeleted,
+      message: 'the spec was removed from the watched branch',
+    },
+    now,
+  );
   clearStalled(doc.status);
   return finishPlan(current, doc, [`run/${name}: Cancelled (spec deleted)`], actions);
 }
@@ -149,11 +158,7 @@ export const adoptSpec: RunStep = (w) => {
   if (desired.owner) st.owner = desired.owner;
   if (desired.labels) doc.metadata.labels = desired.labels;
   else delete doc.metadata.labels;
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-    w.now,
-  );
+  markValid(st, w.now);
   if (st.reason === Reason.SpecInvalid && !st.attempts.length) {
     delete st.reason;
     delete st.message;
@@ -220,11 +225,14 @@ function restartOnSpecChange(w: RunWork, immutable: Operation[]): void {
     `spec changed (${immutable.map((o) => o.path).join(', ')}): restarting from the last checkpoint`,
   );
   const live = st.attempts.at(-1);
-  setPhase(
-    w.doc,
-    Phase.Scheduling,
-    Reason.RestartOnSpecChange,
-    'the spec changed; a new attempt starts from the last checkpoint',
+  transition(
+    st,
+    {
+      phase: Phase.Scheduling,
+      reason: Reason.RestartOnSpecChange,
+      message: 'the spec changed; a new attempt starts from the last checkpoint',
+    },
+    w.now,
   );
   delete st.codeCommit;
   delete st.codeRepo;
@@ -286,11 +294,14 @@ export const retryAnnotation: RunStep = (w) => {
   if (TERMINAL_PHASES.has(st.phase) && !w.spec.suspend) {
     st.budgetFromAttempt = (st.attempts.at(-1)?.n ?? 0) + 1;
     delete st.nextAttemptAfter;
-    setPhase(
-      w.doc,
-      Phase.Scheduling,
-      'RetryRequested',
-      'adv retry: a new attempt starts from the last checkpoint',
+    transition(
+      st,
+      {
+        phase: Phase.Scheduling,
+        reason: 'RetryRequested',
+        message: 'adv retry: a new attempt starts from the last checkpoint',
+      },
+      w.now,
     );
     w.events.push('retry requested');
   }
@@ -307,7 +318,11 @@ export const suspend: RunStep = (w) => {
     markCancelled(last, Reason.Suspended, w.now);
   }
   if (st.phase !== Phase.Succeeded && st.phase !== Phase.Failed)
-    setPhase(w.doc, Phase.Cancelled, Reason.Suspended, 'spec.suspend is true');
+    transition(
+      st,
+      { phase: Phase.Cancelled, reason: Reason.Suspended, message: 'spec.suspend is true' },
+      w.now,
+    );
   clearStalled(st);
   w.headline = `run/${w.name}: ${st.phase}${st.reason === Reason.Suspended ? ' (suspended)' : ''}`;
   return STOP;
@@ -317,7 +332,15 @@ export const suspend: RunStep = (w) => {
 export const resume: RunStep = (w) => {
   const st = w.doc.status;
   if (st.phase === Phase.Cancelled && SELF_UNDOING_CANCELS.has(st.reason))
-    setPhase(w.doc, Phase.Scheduling, 'Resumed', 'resumed: a new attempt starts from the last checkpoint');
+    transition(
+      st,
+      {
+        phase: Phase.Scheduling,
+        reason: 'Resumed',
+        message: 'resumed: a new attempt starts from the last checkpoint',
+      },
+      w.now,
+    );
   return undefined;
 };
 
@@ -411,11 +434,14 @@ export const finishWriteAhead: RunStep = (w) => {
     w.requeueAfterMs = SUBMIT_TAKEOVER_MS - age;
     // Said where a person looks (adv get, describe): a wait of minutes with no word reads as a hang.
     const at = new Date(w.ctx.now + w.requeueAfterMs).toISOString();
-    setPhase(
-      w.doc,
-      Phase.Scheduling,
-      'Submitting',
-      `attempt ${last.n} is being submitted to ${last.backend} by controller ${last.controller}; if that controller is gone, this one finds the job by name or submits it at ${at}`,
+    transition(
+      w.doc.status,
+      {
+        phase: Phase.Scheduling,
+        reason: 'Submitting',
+        message: `attempt ${last.n} is being submitted to ${last.backend} by controller ${last.controller}; if that controller is gone, this one finds the job by name or submits it at ${at}`,
+      },
+      w.now,
     );
   } else
     w.actions.push({

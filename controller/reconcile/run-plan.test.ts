@@ -41,7 +41,7 @@ const base: RunSpec = { command: ['true'] };
 /** Plans a new run and returns the status after the submission was recorded with job id 42. */
 function running(spec: RunSpec = base): RunStatusDoc {
   const p = planRun({ name: 'r', desired: desired(spec) }, ctx());
-  const submitted = recordSubmitted(p.doc!, 1, '42', false).doc;
+  const submitted = recordSubmitted(p.doc!, 1, '42', false, T0).doc;
   return planRun({ name: 'r', desired: desired(spec), current: submitted, observed: obs('Running') }, ctx())
     .doc!;
 }
@@ -263,7 +263,7 @@ describe('planRun', () => {
     expect(p.actions).toEqual([
       { type: 'submit', run: 'r', attempt: 2, backend: 'local', jobName: 'adv-r-2' },
     ]);
-    const doc = structuredClone(recordSubmitted(p.doc!, 2, '43', false).doc);
+    const doc = structuredClone(recordSubmitted(p.doc!, 2, '43', false, T0).doc);
     // It fails on `local` too: the second counted failure ends the run.
     const last = planRun(
       { name: 'r', desired: desired(spec), current: doc, observed: setupFailed('adv-r-2', '43') },
@@ -312,6 +312,30 @@ describe('planRun', () => {
     expect(p.actions.map((a) => a.type)).toEqual(['cancel']);
     expect(p.doc!.status).toMatchObject({ phase: 'Cancelled', reason: 'SpecDeleted' });
     expect(planRun({ name: 'r', current: p.doc! }, ctx()).doc).toBe(p.doc);
+  });
+
+  it('a run stopped while it ran is no longer Ready: suspended, deleted, restarted, or queued again', () => {
+    const readyOf = (doc: RunStatusDoc | undefined) => {
+      const c = doc?.status.conditions.find((x) => x.type === 'Ready');
+      return c && [doc!.status.phase, c.status, c.reason];
+    };
+    expect(readyOf(running())).toEqual(['Running', 'True', 'Running']);
+    const restart: RunSpec = { ...base, policy: { onSpecChange: 'Restart' } };
+    const stopped = [
+      planRun({ name: 'r', desired: desired({ ...base, suspend: true }), current: running() }, ctx()),
+      planRun({ name: 'r', current: running() }, ctx()),
+      planRun(
+        { name: 'r', desired: desired({ ...restart, command: ['false'] }), current: running(restart) },
+        ctx(),
+      ),
+      planRun({ name: 'r', desired: desired(base), current: running(), observed: obs('Pending') }, ctx()),
+    ];
+    expect(stopped.map((p) => readyOf(p.doc))).toEqual([
+      ['Cancelled', 'False', 'Suspended'],
+      ['Cancelled', 'False', 'SpecDeleted'],
+      ['Scheduling', 'False', 'RestartOnSpecChange'],
+      ['Queued', 'False', 'Queued'],
+    ]);
   });
 
   it('refuses an immutable change to a started run, naming the fields, and applies the mutable part', () => {

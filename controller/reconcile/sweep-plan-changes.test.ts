@@ -39,7 +39,7 @@ describe('planChanges for a Sweep', () => {
     const runs = new Map<string, RunStatusDoc>();
     for (const child of planned.children) {
       const p = planRun({ name: child.name, desired: child }, { ...ctx, specCommit: 'a'.repeat(40) });
-      runs.set(child.name, recordSubmitted(p.doc!, 1, '42', false).doc);
+      runs.set(child.name, recordSubmitted(p.doc!, 1, '42', false, T0).doc);
     }
     const status = new Map<string, SweepStatusDoc>([['s', planned.doc!]]);
     const report = planChanges({

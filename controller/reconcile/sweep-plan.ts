@@ -13,18 +13,18 @@ import type { SweepSpec } from '../spec/schema.js';
 import { expandPoints, pointRunName, pointRunSpec, type Params } from '../spec/sweep-params.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import {
-  ConditionType,
   Phase,
   Reason,
-  setCondition,
   type RunStatusDoc,
   type SweepPointStatus,
   type SweepStatusDoc,
 } from '../status/types.js';
+import { setOwnerPhase } from '../status/transition.js';
 import {
   canonicalJson,
   generationOf,
   markInvalid,
+  markValid,
   type DesiredRun,
   type InvalidRun,
 } from './run-plan-model.js';
@@ -152,8 +152,8 @@ export function planSweep(input: SweepPlanInput, ctx: SweepPlanContext): SweepPl
       return finish(input, doc, [], `sweep/${name}: spec invalid (${invalid.file}:${invalid.line})`);
     }
     if (current && !TERMINAL_PHASES.has(doc.status.phase))
-      setSweepPhase(
-        doc,
+      setOwnerPhase(
+        doc.status,
         Phase.Cancelled,
         Reason.SpecDeleted,
         'the Sweep was removed; its live points are cancelled',
@@ -193,11 +193,7 @@ function lastValid(name: string, doc: SweepStatusDoc, invalid: InvalidSweep): De
 
 function adoptSpec(doc: SweepStatusDoc, desired: DesiredSweep, specCommit: string, now: string): void {
   const st = doc.status;
-  st.conditions = setCondition(
-    st.conditions,
-    { type: ConditionType.Valid, status: 'True', reason: 'Valid', message: '' },
-    now,
-  );
+  markValid(st, now);
   if (st.observedGeneration !== desired.generation) {
     doc.appliedSpec = desired.spec;
     st.observedGeneration = desired.generation;
@@ -298,19 +294,14 @@ function sweepPhase(doc: SweepStatusDoc, spec: SweepSpec): void {
     [...new Set(all.map((n) => n.phase))].sort().map((p) => [p, count(p)]),
   );
   const ok = succeededOf(all);
-  if (count(Phase.Succeeded) === all.length) setSweepPhase(doc, Phase.Succeeded, Reason.Completed, ok);
-  else if (spec.suspend) setSweepPhase(doc, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
+  if (count(Phase.Succeeded) === all.length) setOwnerPhase(doc.status, Phase.Succeeded, Reason.Completed, ok);
+  else if (spec.suspend)
+    setOwnerPhase(doc.status, Phase.Cancelled, Reason.Suspended, `spec.suspend is true; ${ok}`);
   else if (stopped && !unfinished)
-    setSweepPhase(doc, Phase.Failed, 'PointsFailed', `${stopped} failed or cancelled; ${ok}`);
+    setOwnerPhase(doc.status, Phase.Failed, 'PointsFailed', `${stopped} failed or cancelled; ${ok}`);
   else if (all.some((n) => n.phase !== 'Waiting' && n.phase !== Phase.Pending))
-    setSweepPhase(doc, Phase.Running, 'Running', ok);
-  else setSweepPhase(doc, Phase.Pending, 'Pending', ok);
-}
-
-function setSweepPhase(doc: SweepStatusDoc, phase: Phase, reason: string, message: string): void {
-  doc.status.phase = phase;
-  doc.status.reason = reason;
-  doc.status.message = message;
+    setOwnerPhase(doc.status, Phase.Running, 'Running', ok);
+  else setOwnerPhase(doc.status, Phase.Pending, 'Pending', ok);
 }
 
 /** `sweep/s: Running (2/6 points succeeded); 3 points added; s-1a2b3c4d Succeeded`. */

@@ -1,9 +1,10 @@
 /**
  * Every set of phases the controller decides on, in one place: which runs are finished, which
  * attempts may still hold a job, when a new attempt is scheduled, which DAG nodes hold up the
- * nodes after them. The members are literals checked against the phase types (not `Phase.X`): this
- * module needs only types.ts's types.
+ * nodes after them. The words themselves are phase.ts's; the members are literals checked against
+ * the phase types, and the ended set is phase.ts's own (a job's and an attempt's end are one set).
  */
+import { ENDED_STATES } from '../phase.js';
 import type { AttemptPhase, DagNodeStatus, Phase } from './types.js';
 
 /**
@@ -26,14 +27,11 @@ export const LIVE_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = new Set<AttemptPha
   'Running',
 ]);
 
-/** Attempt phases of an attempt that has ended: its logs are complete once its exit is recorded. */
-export const ENDED_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = new Set<AttemptPhase>([
-  'Succeeded',
-  'Failed',
-  'Cancelled',
-  'Preempted',
-  'Lost',
-]);
+/**
+ * Attempt phases of an attempt that has ended: its logs are complete once its exit is recorded.
+ * The same words as a job's ended states (`isEnded`).
+ */
+export const ENDED_ATTEMPT_PHASES: ReadonlySet<AttemptPhase> = ENDED_STATES;
 
 /** The phase of a DAG node: its child run's phase, or `Waiting` / `Skipped` before it has one. */
 export type NodePhase = DagNodeStatus['phase'];

@@ -4,20 +4,10 @@
  */
 import { VerifyReason } from '../git/signatures.js';
 import type { DagSpec, RunSpec, SweepSpec } from '../spec/schema.js';
+import type { AttemptPhase, Phase } from '../phase.js';
 
-/** A run's (or DAG's) phase, as `adv get` shows it. */
-export const Phase = {
-  Pending: 'Pending',
-  Scheduling: 'Scheduling',
-  Queued: 'Queued',
-  Running: 'Running',
-  Succeeded: 'Succeeded',
-  Failed: 'Failed',
-  Cancelled: 'Cancelled',
-  Preempted: 'Preempted',
-  Lost: 'Lost',
-} as const;
-export type Phase = (typeof Phase)[keyof typeof Phase];
+/** The phase words are defined once, in phase.ts; these names are where status callers find them. */
+export { AttemptPhase, Phase } from '../phase.js';
 
 /**
  * How an attempt ended, as its status records it: the class alone decides what happens next
@@ -39,10 +29,6 @@ export const EndClass = {
   Stalled: 'Stalled',
 } as const;
 export type EndClass = (typeof EndClass)[keyof typeof EndClass];
-
-/** An attempt's own phase: `Submitting` is the write-ahead record made before the backend is asked. */
-export const AttemptPhase = { Submitting: 'Submitting', ...Phase } as const;
-export type AttemptPhase = (typeof AttemptPhase)[keyof typeof AttemptPhase];
 
 /** Condition types, documented: what each means when True. */
 export const ConditionType = {
