@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { AgentBackend } from '../controller/backends/agent/adapter.js';
 import { submitOne, type BackendContext, type JobRequest } from '../controller/backends/types.js';
-import { AdapterPorts } from '../controller/loop/ports.js';
+import { AdapterPorts } from '../controller/loop/observe/ports.js';
 import { serve } from '../controller/serve.js';
 import type { Backend as BackendObject } from '../controller/spec/schema.js';
 import { AgentClient } from '../runtime/agent/client.js';

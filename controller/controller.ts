@@ -1,14 +1,11 @@
 /**
  * The controller: a level-triggered reconcile loop, Kubernetes style. It composes parts that each
- * own one kind of state (see docs/architecture.md):
- *
- * - `DesiredState` — what the watched branch asks for (specs, fingerprints, DAG children);
- * - `Observer` — what the backends and workers say (one poll per backend, heartbeats, capacity);
- * - the planners (pure) via `reconcileRun` / `reconcileDag` — what to do about the difference;
- * - `Executor` — actions → results, after the write-ahead commit;
- * - `BackendView` and the pure backend health — what the solver sees of each backend;
- * - `RepoSync` and `StatusWriter` — fetching, and the status branch and its publication;
- * - `VerifiedHead` — with trusted signers, which commit of the watched branch may be acted on.
+ * own one kind of state, in `loop/` by the pass's steps (see docs/architecture.md): `desired/` what
+ * the watched branch asks for (`DesiredState`, `VerifiedHead` with trusted signers); `observe/` what
+ * the backends and workers say (`Observer`, `BackendAdapters`, `BackendView` and backend health);
+ * `plan/` the pure planners via `reconcileRun` / `reconcileOwner`; `execute/` actions → results after
+ * the write-ahead commit (`Executor`); `status/` the status branch, its publication and what is read
+ * of it (`RepoSync`, `StatusWriter`); `lifecycle/` the lease, the data dir lock, options.
  *
  * One pass reads top to bottom in `pass()`: fetch, load, observe, plan, write-ahead, execute, write.
  */
@@ -19,35 +16,38 @@ import { defaultSshTransport, gitCodeExporter } from './backends/code.js';
 import { BACKENDS } from './backends/registry.js';
 import { codeReposFor, type CodeRepos } from './git/code-repos.js';
 import { SpecsRepo } from './git/specs-repo.js';
-import { BackendAdapters, contextsOf } from './loop/adapters.js';
-import { AdapterPorts } from './loop/ports.js';
-import { DesiredState, dagKey, everyKey, runKey, splitKey } from './loop/desired-state.js';
-import { Executor } from './loop/executor.js';
-import { BackendView } from './loop/backend-view.js';
-import { loadControllerId, writeRuntimeInfo } from './loop/controller-id.js';
-import { JobInputs } from './loop/job-inputs.js';
+import { BackendAdapters, contextsOf } from './loop/observe/adapters.js';
+import { AdapterPorts } from './loop/observe/ports.js';
+import { DesiredState, dagKey, everyKey, runKey, splitKey } from './loop/desired/desired-state.js';
+import { Executor } from './loop/execute/executor.js';
+import { BackendView } from './loop/observe/backend-view.js';
+import { loadControllerId, writeRuntimeInfo } from './loop/lifecycle/controller-id.js';
+import { JobInputs } from './loop/execute/job-inputs.js';
 import { SecretSources, type SecretSource } from './secrets.js';
-import { errText, liveAttemptsOf, Observer, type LiveAttempt, type Observation } from './loop/observer.js';
-import { metricsSnapshot, observePass } from './loop/pass-metrics.js';
-import { PassScopes, isOwnerKey, reconcileOwner, reconcileRun, wantsCapacity } from './loop/reconcilers.js';
-import { requeue } from './loop/requeue.js';
-import { Sleeper } from './loop/sleeper.js';
-import { RepoSync } from './loop/repo-sync.js';
-import { StatusView } from './loop/status-view.js';
-import { withDataDirLock, type DataDirLock } from './loop/data-dir-lock.js';
-import { Leadership } from './loop/leadership.js';
-import { stageSourceStatus } from './loop/source-status.js';
-import { VerifiedHead } from './loop/verified-head.js';
-import { DEFAULT_IDENTITY, emptyPassStats, type ControllerOptions, type PassStats } from './loop/options.js';
+import { errText, liveAttemptsOf, Observer } from './loop/observe/observer.js';
+import type { LiveAttempt, Observation } from './loop/observe/observer.js';
+import { metricsSnapshot, observePass } from './loop/status/pass-metrics.js';
+import { PassScopes, isOwnerKey, reconcileOwner } from './loop/plan/reconcilers.js';
+import { reconcileRun, wantsCapacity } from './loop/plan/reconcilers.js';
+import { requeue } from './loop/plan/requeue.js';
+import { Sleeper } from './loop/lifecycle/sleeper.js';
+import { RepoSync } from './loop/status/repo-sync.js';
+import { StatusView } from './loop/status/status-view.js';
+import { withDataDirLock, type DataDirLock } from './loop/lifecycle/data-dir-lock.js';
+import { Leadership } from './loop/lifecycle/leadership.js';
+import { stageSourceStatus } from './loop/desired/source-status.js';
+import { VerifiedHead } from './loop/desired/verified-head.js';
+import { DEFAULT_IDENTITY, emptyPassStats } from './loop/lifecycle/options.js';
+import type { ControllerOptions, PassStats } from './loop/lifecycle/options.js';
 import { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './reconcile/queue.js';
 import type { RunAction } from './reconcile/run-plan.js';
 import { StatusWriter } from './status/writer.js';
-import { isIdle, onceTimedOut } from './loop/idle.js';
-import { Notifications } from './loop/notifications.js';
+import { isIdle, onceTimedOut } from './loop/lifecycle/idle.js';
+import { Notifications } from './loop/status/notifications.js';
 import type { RunStatusDoc } from './status/types.js';
 
-export type { ControllerOptions, PassStats } from './loop/options.js';
+export type { ControllerOptions, PassStats } from './loop/lifecycle/options.js';
 
 /** How long `stop()` lets the pass under way finish. */
 const STOP_PASS_WAIT_MS = 5_000;

@@ -1,7 +1,7 @@
 /**
  * Typed errors with stable codes, in the manner of isomorphic-git's `src/errors/`. A reconcile that
  * a person must unblock ends with a `StallingError`; an expected wait is not an error but a result
- * (`requeueAfterMs`, loop/requeue.ts). The CLI maps codes to exit codes and messages in one place
+ * (`requeueAfterMs`, loop/plan/requeue.ts). The CLI maps codes to exit codes and messages in one place
  * (`cli/exit.ts`).
  */
 

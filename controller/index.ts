@@ -96,15 +96,15 @@ export { storeTarget } from './storage.js';
 
 // The running controller, its HTTP server and the dashboard.
 export { Controller } from './controller.js';
-export { infraOptionFor, infraSourceFor } from './loop/infra-source.js';
-export type { InfraOption } from './loop/infra-source.js';
+export { infraOptionFor, infraSourceFor } from './loop/desired/infra-source.js';
+export type { InfraOption } from './loop/desired/infra-source.js';
 export type { ControllerOptions } from './controller.js';
 export { serve } from './serve.js';
 export { API_TOKEN_ENV, API_TOKEN_FILE, configuredApiToken } from './api-token.js';
 export { dashboardRoute } from './dashboard/index.js';
 
 // `adv run`: one attempt composed as the controller composes it, started as the local backend does.
-export { buildJobRequest } from './loop/job-request.js';
+export { buildJobRequest } from './loop/execute/job-request.js';
 export { EnvironmentIndex } from './spec/environments.js';
 export { baseJobEnv } from './backends/job-env.js';
 export { jobNameFor } from './backends/types.js';

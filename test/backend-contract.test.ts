@@ -29,7 +29,7 @@ import {
   type JobHandle,
   type ObservedJob,
 } from '../controller/backends/types.js';
-import { buildJobRequest, envSecrets } from '../controller/loop/job-request.js';
+import { buildJobRequest, envSecrets } from '../controller/loop/execute/job-request.js';
 import type { RunSpec } from '../controller/spec/schema.js';
 import { urlStoreTarget } from '../controller/storage.js';
 import {

@@ -1,5 +1,5 @@
 /**
- * Who may change Backends and Storage (controller/loop/infra-source.ts). A Backend names what the
+ * Who may change Backends and Storage (controller/loop/desired/infra-source.ts). A Backend names what the
  * controller itself uses — a kubeconfig whose `exec:` plugin kubectl runs on the controller's host,
  * keys, endpoints — so with `--infra-dir` they come only from the operator's directory, and with
  * `--admin-signers` only as of a commit an admin signed. The first case is the probe's N1: a

@@ -22,7 +22,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
 import { Controller } from '../controller/controller.js';
-import { CAPACITY_TTL_MS } from '../controller/loop/observer.js';
+import { CAPACITY_TTL_MS } from '../controller/loop/observe/observer.js';
 import type { RunStatusDoc } from '../controller/status/types.js';
 import { fileStorageYaml, TRAIN, volcanoBackendYaml } from './helpers/backends/kinds.js';
 import { k8sAvailable, startFakeK8s, type FakeK8s } from './helpers/k8s/fake-k8s.js';

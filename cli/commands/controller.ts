@@ -86,7 +86,7 @@ function refuseWithOnce(opts: Opts): void {
 }
 
 /**
- * Who may change Backends and Storage (controller/loop/infra-source.ts): at most one of the three
+ * Who may change Backends and Storage (controller/loop/desired/infra-source.ts): at most one of the three
  * flags; none means the specs repo for a local one, and a usage error for a shared one.
  */
 async function infraOption(opts: Opts, repo: string): Promise<InfraOption> {

@@ -3,7 +3,7 @@
  * committed on the watched branch, with the `--set`s, plus `spec.forkFrom: {run, step}` — the step
  * resolved here from the store (RUN's latest committed one unless `--step`), so the spec says
  * exactly where the run starts. Committed (and pushed) like `adv apply`; the controller copies the
- * checkpoint inside the store before the fork's first attempt (controller/loop/fork.ts).
+ * checkpoint inside the store before the fork's first attempt (controller/loop/execute/fork.ts).
  */
 import type { Command } from 'commander';
 import { parseAllDocuments, type Document } from 'yaml';

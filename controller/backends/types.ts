@@ -41,7 +41,7 @@ export interface JobRequest {
   labels?: Record<string, string>;
   /**
    * What `adv exec` runs before the command, in order: the Backend's steps, the Environment's
-   * (modules, variables, steps), the run's (`loop/setup-env.ts`). Delivered as `ADV_SETUP`.
+   * (modules, variables, steps), the run's (`loop/execute/setup-env.ts`). Delivered as `ADV_SETUP`.
    */
   setup?: SetupItem[];
   /** uv settings for a code tree that is a uv project. Delivered as `ADV_UV`. */

@@ -4,7 +4,7 @@
  * SSH signatures count — an OpenPGP or X.509 one would be checked against the host's own keyring,
  * which is not the file. A commit's verdict never changes for one version of the file, so verdicts
  * are cached by commit id until the file's mtime, size or inode changes. Used by the controller's
- * gate (loop/verified-head.ts) and by `adv plan --trusted-signers`.
+ * gate (loop/desired/verified-head.ts) and by `adv plan --trusted-signers`.
  */
 import { spawn } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';

@@ -214,7 +214,7 @@ export class SpecsRepo {
     if (remote && remote !== local) await this.git.updateRef(this.statusRef, remote, local);
   }
 
-  /** The branch that says which controller may write the status branch (`loop/lease.ts`). */
+  /** The branch that says which controller may write the status branch (`loop/lifecycle/lease.ts`). */
   get leaseBranch(): string {
     return `${this.statusBranch}-lease`;
   }

@@ -1,5 +1,5 @@
 /**
- * The Run planner's context, built one way for the controller's pass (loop/reconcilers.ts) and
+ * The Run planner's context, built one way for the controller's pass (loop/plan/reconcilers.ts) and
  * for `adv plan`, so that a pull request's plan decides as the controller will: the same code
  * refs resolved against the same branches, the same backends, the same clock.
  */

@@ -68,7 +68,7 @@ export interface LoaderOptions {
   backends?: BackendList;
   /**
    * The Backend names Runs may refer to when Backends come from elsewhere than this source (the
-   * controller's infra dir, an admin-signed commit: loop/infra-source.ts). Default: the source's own
+   * controller's infra dir, an admin-signed commit: loop/desired/infra-source.ts). Default: the source's own
    * Backend documents.
    */
   backendNames?: () => ReadonlySet<string> | undefined;

@@ -276,7 +276,7 @@ function optionLikeRules(c: Collector, b: Backend): void {
 
 /**
  * Setup steps travel to `adv exec` in one variable, `ADV_SETUP` (a JSON list, see
- * `loop/setup-env.ts`): no step may hold a NUL byte, and the steps of one spec must fit in it.
+ * `loop/execute/setup-env.ts`): no step may hold a NUL byte, and the steps of one spec must fit in it.
  * The steps of a Backend, an Environment and a run together are checked when they meet (submit).
  */
 function setupVariableRules(c: Collector, steps: readonly [Path, string][], base: Path, from: string): void {

@@ -1051,7 +1051,7 @@ export const ProviderSchema = strict(
     metadata: Metadata(253, 'provider'),
     spec: ProviderSpecSchema,
   },
-  'A notification endpoint Alerts send through. It names an endpoint and a credential: an infrastructure kind (who may change it: loop/infra-source.ts).',
+  'A notification endpoint Alerts send through. It names an endpoint and a credential: an infrastructure kind (who may change it: loop/desired/infra-source.ts).',
   { $id: 'https://adventuretime.dev/schemas/v1alpha1/provider.json', title: 'Provider' },
 );
 

@@ -62,7 +62,7 @@ export const ConditionType = {
   Stalled: 'Stalled',
   /**
    * (Source, with `--trusted-signers`) The watched branch's head is signed by a trusted key and
-   * descends from the last verified commit acted on. False: it is not acted on (loop/verified-head.ts).
+   * descends from the last verified commit acted on. False: it is not acted on (loop/desired/verified-head.ts).
    */
   Verified: 'Verified',
 } as const;
