@@ -73,7 +73,10 @@ export class PassScopes {
 
   async next(observation: Observation): Promise<PassScope> {
     const { s } = this;
-    const specs = [...s.desired.runs.values()].map((r) => r.spec);
+    // Walked once, not copied: 10,000 desired runs are a pass's whole input, not its work.
+    const specs = (function* () {
+      for (const r of s.desired.runs.values()) yield r.spec;
+    })();
     const planContext = await planContextOf({
       now: s.now(),
       specCommit: s.desired.head!,
