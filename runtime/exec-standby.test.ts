@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { StandbyExec } from './exec-standby.js';
+import { execWouldTake, StandbyExec } from './exec-standby.js';
 import { baseJobEnv } from './job-env.js';
 import { localExecCommand } from './local-jobs.js';
 import { processStartTicks } from './proc.js';
@@ -89,4 +89,15 @@ describe('a standby adv exec', () => {
     s.close();
     await ended(next);
   }, 180_000);
+});
+
+describe('which jobs a standby may take', () => {
+  it('only what exec itself would take: a string over 128 KiB, a NUL byte or over 1 MiB in all is spawned', () => {
+    expect(execWouldTake(['--run', 'r', '--', 'true'], { PATH: '/usr/bin', A: 'b' })).toBe(true);
+    expect(execWouldTake(['--', 'true'], { HUGE: 'x'.repeat(200_000) })).toBe(false);
+    expect(execWouldTake(['--', 'x'.repeat(131_072)], {})).toBe(false);
+    expect(execWouldTake(['--', 'true'], { A: 'a\0b' })).toBe(false);
+    const many = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`V${i}`, 'y'.repeat(100_000)]));
+    expect(execWouldTake(['--', 'true'], many)).toBe(false);
+  });
 });

@@ -15,6 +15,26 @@ import { closeSync, createReadStream, mkdirSync, openSync, renameSync, rmSync } 
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 
+/** Linux's limit on one argument or `NAME=value` string (MAX_ARG_STRLEN, 32 pages). */
+const MAX_ARG_STRLEN = 131_072;
+/** Well under the whole-exec limit (a quarter of the 8 MiB stack on most hosts). */
+const MAX_EXEC_BYTES = 1_048_576;
+
+/**
+ * Whether `exec` would take these arguments and environment. A job that does not fit is not handed
+ * to a standby (which would take it through the pipe): it is spawned, so the operating system's
+ * refusal (E2BIG, a NUL byte) reaches the controller as the same stall as before.
+ */
+export function execWouldTake(args: readonly string[], env: Readonly<Record<string, string>>): boolean {
+  let total = 0;
+  for (const s of [...args, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)]) {
+    const n = Buffer.byteLength(s) + 1;
+    if (n > MAX_ARG_STRLEN || s.includes('\0')) return false;
+    total += n;
+  }
+  return total <= MAX_EXEC_BYTES;
+}
+
 /** The argument `adv exec` is started with to wait for a job (see `awaitHandoff`). */
 export const STANDBY_FLAG = '--standby';
 

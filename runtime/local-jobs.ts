@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { StandbyExec } from './exec-standby.js';
+import { execWouldTake, StandbyExec } from './exec-standby.js';
 import { baseJobEnv, setupVariables } from './job-env.js';
 import { isSameProcessAlive } from './proc.js';
 import { CANCEL_FILE, EXEC_FILE, EXIT_FILE, readJson, type ExecRecord, type ExitRecord } from './records.js';
@@ -150,9 +150,10 @@ export class LocalJobs {
     const env = (base: Record<string, string>) => localJobEnv(job, base, as ? undefined : this.o.cacheDir);
     const base = baseJobEnv(this.o.hostEnv);
     // The standby's output file replaces the empty output.log (a rename: its stdout stays open on it).
-    const handed = as
-      ? undefined
-      : this.standby?.take({ args: localExecArgs(job, dir, cwd), env: env(base), output });
+    // One the operating system would refuse is spawned, so that its refusal is seen as before.
+    const [args, jobEnv] = [localExecArgs(job, dir, cwd), env(base)];
+    const handed =
+      as || !execWouldTake(args, jobEnv) ? undefined : this.standby?.take({ args, env: jobEnv, output });
     if (handed) {
       closeSync(out);
       return handed;
