@@ -21,7 +21,7 @@ import type { Backend, Dag, Environment, Kind, Provider, Run, SpecObject, Sweep 
 import { providerSecretRefsOf } from '../notify/rules.js';
 import { sweepPointNamesOf } from './sweep-rules.js';
 import type { SpecFileRef, SpecSource } from './source.js';
-import { compileSchemasSoon, dispatchKind, validateSchema } from './validate.js';
+import { dispatchKind, validateSchema } from './validate.js';
 
 export type { LoadedDocument } from './document.js';
 export { CROSS_FILE_CODES } from './cross-file.js';
@@ -162,7 +162,6 @@ export class SpecLoader {
 
   /** Brings the cache in line with a source: reads changed files only, forgets vanished ones. */
   async sync(source: SpecSource): Promise<LoadResult> {
-    compileSchemasSoon(this.backends);
     const refs = await source.list();
     this.sourceNotices = source.notices?.() ?? [];
     const present = new Set(refs.map((r) => r.path));

@@ -31,14 +31,6 @@ function validators(list: BackendList): Record<Kind, ValidateFunction> {
   return v;
 }
 
-/**
- * Compiles the schemas of `list` now (ajv takes ~200 ms for all kinds): the loader asks for it
- * before it waits on git, so the compile overlaps the read instead of following it.
- */
-export function compileSchemasSoon(list: BackendList = BACKENDS): void {
-  if (!compiled.has(list)) setImmediate(() => validators(list));
-}
-
 /** Closest candidate within a small edit distance, for "did you mean". */
 export function closest(word: string, candidates: Iterable<string>): string | undefined {
   let best: string | undefined;

@@ -140,11 +140,7 @@ export class DesiredState {
   }
 
   private cacheDirty = false;
-  /**
-   * Counted from construction: the first load's cache (10,000 files' verdicts, ~100 ms to write) is
-   * written a minute later or on stop, not before the first pass can plan.
-   */
-  private cacheSavedAt = performance.now();
+  private cacheSavedAt = -Infinity;
 
   /** Persists the parse cache if it changed since it was last written. */
   async saveCache(): Promise<void> {
