@@ -208,16 +208,9 @@ export function errText(e: unknown): string {
  */
 export function liveAttemptsOf(status: StatusWriter): () => LiveAttempt[] {
   const live = status.index<RunStatusDoc>('Run', (d) => isLiveAttempt(d.status.attempts.at(-1)));
-  return () => liveAttempts(status, live);
-}
-
-/** Every run whose latest attempt is live (submitting, queued or running), from the status branch. */
-export function liveAttempts(status: StatusWriter, among?: ReadonlySet<string>): LiveAttempt[] {
-  const out: LiveAttempt[] = [];
-  // `among`: the runs `StatusWriter.index` keeps as live; in name order, as a scan would give them.
-  for (const run of among ? [...among].sort() : status.names('Run')) {
-    const attempt = status.get<RunStatusDoc>('Run', run)!.status.attempts.at(-1);
-    if (isLiveAttempt(attempt)) out.push({ run, attempt });
-  }
-  return out;
+  // In name order, as a scan of every run gave them (the order polls and plans see).
+  return () =>
+    [...live]
+      .sort()
+      .map((run) => ({ run, attempt: status.get<RunStatusDoc>('Run', run)!.status.attempts.at(-1)! }));
 }
