@@ -14,9 +14,8 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, createReadStream, mkdirSync, openSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
+import { MAX_ARG_BYTES } from './exec-limits.js';
 
-/** Linux's limit on one argument or `NAME=value` string (MAX_ARG_STRLEN, 32 pages). */
-const MAX_ARG_STRLEN = 131_072;
 /** Well under the whole-exec limit (a quarter of the 8 MiB stack on most hosts). */
 const MAX_EXEC_BYTES = 1_048_576;
 
@@ -28,9 +27,9 @@ const MAX_EXEC_BYTES = 1_048_576;
 export function execWouldTake(args: readonly string[], env: Readonly<Record<string, string>>): boolean {
   let total = 0;
   for (const s of [...args, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)]) {
-    const n = Buffer.byteLength(s) + 1;
-    if (n > MAX_ARG_STRLEN || s.includes('\0')) return false;
-    total += n;
+    const n = Buffer.byteLength(s);
+    if (n > MAX_ARG_BYTES || s.includes('\0')) return false;
+    total += n + 1;
   }
   return total <= MAX_EXEC_BYTES;
 }

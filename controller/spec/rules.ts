@@ -17,6 +17,7 @@ import { sweepRules } from './sweep-rules.js';
 import { codeRepoUrlProblem } from '../git/code-repo-url.js';
 import { alertRules, providerRules } from '../notify/rules.js';
 import type { Alert, Provider } from './schema.js';
+import { MAX_ARG_BYTES } from '../../runtime/exec-limits.js';
 
 /** Runs the per-document rules for a schema-valid object (Backends by the types of `backends`). */
 export function documentRules(obj: SpecObject, loc: Locator, backends: BackendList = BACKENDS): Located[] {
@@ -118,7 +119,7 @@ function commandRules(c: Collector, spec: RunSpec, base: Path, inDag: boolean | 
  * environment over a few MiB (E2BIG); no process can get a NUL byte in either. Both would fail every
  * submission the same way, so they are errors here, with the line, not failures on a backend.
  */
-export const MAX_ARG_BYTES = 128 * 1024 - 1;
+export { MAX_ARG_BYTES };
 /** What the command and `env` together may take, leaving room for the job's base environment. */
 export const MAX_ARGV_ENV_BYTES = 512 * 1024;
 
