@@ -15,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { ckptPrefix, type CheckpointManifest } from './checkpoint.js';
 import { distributedEnv, type Topology } from './dist-env.js';
 import { downloadOutput } from './artifacts.js';
+import { PartShipper } from './artifact-parts.js';
+import { bounded } from './bounded.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
 import { planSession, sessionOutcome, type Session } from './exec-setup.js';
 import { exitRecord, signalNumber } from './exit-record.js';
@@ -44,7 +46,7 @@ import {
 import type { TailLines } from './setup.js';
 import type { ObjectStore } from './store/types.js';
 import { StopForwarder, workloadEnd, type StopSignal } from './supervise.js';
-import { Worker } from './worker.js';
+import { FINISH_TIMEOUT_MS, Worker } from './worker.js';
 import { retentionFromEnv, type RetentionKeeper } from './retention.js';
 
 export interface ExecOptions {
@@ -106,6 +108,8 @@ interface Ctx {
   retention: RetentionKeeper | undefined;
   /** An interactive session (`ADV_SESSION`) runs instead of the command. */
   interactive?: PreparedSession;
+  /** Ships the parts of the declared outputs while the workload runs (process 0, with a store). */
+  parts?: PartShipper;
 }
 
 /** Runs the command under the contract; resolves to the exit code adv exec itself should return. */
@@ -313,6 +317,24 @@ async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
       return fail(1, ExitReason.Error, `input ${name} could not be fetched: ${(e as Error).message}`);
     }
   }
+  // Parts of the outputs that earlier attempts committed: the workload sees what is done.
+  if (opts.store && outputs.length && !opts.topology?.process) {
+    const parts = new PartShipper({
+      store: opts.store,
+      run: opts.run,
+      attempt: opts.attempt,
+      artifactDir: ctx.artifactDir,
+      outputs,
+      log,
+      everyMs: (opts.heartbeatSec ?? 15) * 1000,
+    });
+    try {
+      await parts.restore();
+    } catch (e) {
+      return fail(1, ExitReason.Error, `committed parts could not be fetched: ${(e as Error).message}`);
+    }
+    ctx.parts = parts;
+  }
   if (fwd.stopSignal) return stoppedEarly();
   return { cwd, outputs };
 }
@@ -360,6 +382,7 @@ async function runWorkload(
   if (jobDir && child.pid) writeExecRecord(ctx, child.pid);
   const unwatchLease = jobDir ? watchAgentLease(jobDir, fwd, log) : undefined;
   await worker?.start();
+  ctx.parts?.start();
   let idled: string | undefined;
   const endSession = ctx.interactive
     ? superviseSession({
@@ -380,6 +403,14 @@ async function runWorkload(
   const result = await ended;
   await endSession?.();
   unwatchLease?.();
+  // Parts committed up to the end (the grace period's included) count, however the workload ended.
+  if (ctx.parts)
+    await bounded(
+      `the upload of its outputs' last parts to ${opts.store!.url}`,
+      ctx.parts.finish(),
+      Date.now() + (opts.finishTimeoutSec ? opts.finishTimeoutSec * 1000 : FINISH_TIMEOUT_MS),
+      log,
+    );
   const primary = !opts.topology?.process;
   const cancelled = jobDir !== undefined && existsSync(join(jobDir, CANCEL_FILE));
   // A stop or a cancel during setup ends the attempt as one during the workload would.
