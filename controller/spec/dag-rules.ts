@@ -89,6 +89,9 @@ function needsRules(c: Collector, nodes: readonly DagNode[], firstIndex: Map<str
   );
 }
 
+/** A node's outputs: its own and its run's (both reach the child run as its outputs). */
+const nodeOutputs = (n: DagNode): Record<string, unknown> => ({ ...n.run.outputs, ...n.outputs });
+
 /**
  * Each input of node `i` is `<node>.outputs.<name>` of a node that declares that output and that
  * node `i` needs (directly or not), so the output exists before it starts. Without `ancestors`
@@ -112,8 +115,8 @@ function inputRules(
         `input "${name}" refers to node "${srcId}", which is not in this DAG`,
         'refer to "<node>.outputs.<name>" of an existing node',
       );
-    } else if (!src.outputs || !(output! in src.outputs)) {
-      const declared = Object.keys(src.outputs ?? {});
+    } else if (!(output! in nodeOutputs(src))) {
+      const declared = Object.keys(nodeOutputs(src));
       const guess = closest(output!, declared);
       c.error(
         'UnknownOutput',

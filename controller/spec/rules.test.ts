@@ -308,3 +308,27 @@ describe('code from another repository (code.repo)', () => {
     });
   });
 });
+
+describe('outputs declared on a Run', () => {
+  const node = (id: string, extra: string) => `    - id: ${id}\n${extra}`;
+  const dag = (...nodes: string[]) =>
+    `apiVersion: adventuretime.dev/v1alpha1\nkind: DAG\nmetadata: {name: d}\nspec:\n  nodes:\n${nodes.join('')}`;
+
+  it("a Run's outputs load; a DAG node may read an output its source declares in its run", () => {
+    const { r, where } = repo({
+      'runs/roll.yaml': run('roll', '  command: x\n  outputs: {rollouts: {description: parts}}\n'),
+      'dags/d.yaml': dag(
+        node('gen', '      run: {command: x, outputs: {samples: {}}}\n'),
+        node('eat', '      needs: [gen]\n      inputs: {S: gen.outputs.samples}\n      run: {command: x}\n'),
+      ),
+    });
+    expect(where).toEqual([]);
+    expect(r.objects.map((o) => `${o.kind}/${o.name}`).sort()).toEqual(['DAG/d', 'Run/roll']);
+  });
+
+  it('an output name that is not a name is an error at its key', () => {
+    const { where } = repo({ 'runs/roll.yaml': run('roll', '  command: x\n  outputs: {"a/b": {}}\n') });
+    expect(where).toHaveLength(1);
+    expect(where[0]).toBe('runs/roll.yaml:7:13 BadKey spec.outputs["a/b"]');
+  });
+});

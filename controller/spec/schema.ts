@@ -447,6 +447,16 @@ export const SessionSchema = strict(
   'An interactive session instead of a command (see docs/sessions.md). Not in a DAG node.',
 );
 
+/** Named outputs of a Run (or a DAG node, whose outputs become its run's). */
+const OutputsSchema = KeyedMap(
+  '^[A-Za-z_][A-Za-z0-9_-]*$',
+  strict(
+    { description: optional(Type.String({ description: 'What the output holds.' })) },
+    'One declared output.',
+  ),
+  'Named outputs: artifact prefixes in the object store, written from `$ADV_ARTIFACT_DIR/<name>/`: committed parts (`<name>/parts/<part>/`) while the run goes on, the rest and the completion manifest when it succeeds (docs/data.md).',
+);
+
 /** Fields of a Run spec, shared by `Run.spec` and a DAG node's `run`. */
 const runSpecProperties = {
   command: optional(
@@ -500,6 +510,7 @@ const runSpecProperties = {
         "Shell steps `adv exec` runs in the work dir before the command, after the Backend's and the Environment's, in one shell session (an `export` reaches the command); the first that fails ends the attempt as `SetupFailed`. `{{ NAME }}` is a variable of the job's environment, `{{ secrets.NAME }}` one of `secrets`, substituted shell-quoted on the host.",
     }),
   ),
+  outputs: optional(OutputsSchema),
   totalSteps: optional(
     Type.Integer({ minimum: 1, description: 'Expected final step, for progress display. Optional.' }),
   ),
@@ -555,16 +566,7 @@ export const DagNodeSchema = strict(
         'Inputs from earlier nodes: `NAME: <node>.outputs.<output>`. The URI arrives as `ADV_INPUT_<NAME>`.',
       ),
     ),
-    outputs: optional(
-      KeyedMap(
-        '^[A-Za-z_][A-Za-z0-9_-]*$',
-        strict(
-          { description: optional(Type.String({ description: 'What the output holds.' })) },
-          'One declared output.',
-        ),
-        'Named outputs: artifact prefixes in the object store, written from `$ADV_ARTIFACT_DIR/<name>/`.',
-      ),
-    ),
+    outputs: optional(OutputsSchema),
     run: strict(runSpecProperties, 'The node’s Run spec (merged over the DAG’s `defaults`).'),
   },
   'One DAG node: a Run with dependencies.',

@@ -281,3 +281,27 @@ describe('buildJobRequest: tracking ids and retention', () => {
     expect(buildJobRequest('r', attempt, { command: 'true' }, inputs).env.ADV_RETENTION).toBeUndefined();
   });
 });
+
+describe('buildJobRequest: declared outputs', () => {
+  const inputs = { secrets: envSecrets({}), controllerEnv: {}, passEnv: [], store: undefined };
+
+  it("passes a Run's outputs to adv exec as ADV_OUTPUTS, and none without them", () => {
+    const req = buildJobRequest(
+      'r',
+      attempt,
+      { command: 'true', outputs: { rollouts: {}, model: {} } },
+      inputs,
+    );
+    expect(req.env.ADV_OUTPUTS).toBe('rollouts,model');
+    expect(buildJobRequest('r', attempt, { command: 'true' }, inputs).env).not.toHaveProperty('ADV_OUTPUTS');
+  });
+
+  it("adds a DAG node's run outputs to those the node declares, each once", () => {
+    const spec = {
+      command: 'true',
+      env: { ADV_OUTPUTS: 'params,stats' },
+      outputs: { stats: {}, samples: {} },
+    };
+    expect(buildJobRequest('d.n', attempt, spec, inputs).env.ADV_OUTPUTS).toBe('params,stats,samples');
+  });
+});

@@ -91,6 +91,8 @@ export function buildJobRequest(
     ...spec.env,
     ...(spec.policy?.checkpoints ? { [RETENTION_ENV]: JSON.stringify(spec.policy.checkpoints) } : {}),
   };
+  const outputs = declaredOutputs(spec);
+  if (outputs) env.ADV_OUTPUTS = outputs;
   // Secrets and store credentials travel apart from the env, and adv exec masks their values.
   const secretEnv: Record<string, string> = { ...inputs.store?.env };
   for (const s of spec.secrets ?? []) {
@@ -130,4 +132,14 @@ function setupFits(run: string, composed: Parameters<typeof setupVariables>[0]):
         `move long steps into a script in the code tree and run that, then run adv reconcile run ${run}`,
       );
   }
+}
+
+/**
+ * `ADV_OUTPUTS` for adv exec: the run's declared `outputs`, after those a DAG node declares (which
+ * reach its child's env as `ADV_OUTPUTS` already); undefined when there are none.
+ */
+export function declaredOutputs(spec: RunSpec): string | undefined {
+  const names = new Set((spec.env?.ADV_OUTPUTS ?? '').split(',').filter(Boolean));
+  for (const name of Object.keys(spec.outputs ?? {})) names.add(name);
+  return names.size ? [...names].join(',') : undefined;
 }
