@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../controller/index.js';
 import { registerAgent } from './commands/agent.js';
 import { registerApply } from './commands/apply.js';
+import { registerArtifacts } from './commands/artifacts.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCkpt } from './commands/ckpt.js';
 import { registerCompletion } from './commands/completion.js';
@@ -80,6 +81,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerLogs(program, io);
   registerMetrics(program, io);
   registerCkpt(program, io);
+  registerArtifacts(program, io);
   registerExec(program);
   registerRun(program, io);
   registerAgent(program, io);

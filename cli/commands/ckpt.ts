@@ -237,6 +237,7 @@ function gcReport(run: string, r: Awaited<ReturnType<typeof collectCheckpoints>>
   return lines.length ? lines.join('\n') + '\n' : '';
 }
 
-function mib(n: number): string {
+/** A byte count for a table: KiB below 1 MiB, else MiB. */
+export function mib(n: number): string {
   return n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 2 ** 20).toFixed(1)} MiB`;
 }
