@@ -5,6 +5,7 @@ It types them and does the common things right. JAX, Orbax, torch and wandb are 
 when a function that needs them is called.
 """
 
+from .artifacts import artifact_part, committed_parts
 from .checkpoint import CheckpointManager
 from .distributed import init_distributed
 from .env import ContractError, RunEnv
@@ -15,6 +16,8 @@ from .tracking import tracking_id, wandb_init
 __all__ = [
     "CheckpointManager",
     "ContractError",
+    "artifact_part",
+    "committed_parts",
     "RunEnv",
     "init_distributed",
     "log",
