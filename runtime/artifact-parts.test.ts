@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import {
   PartExistsError,
   readOutputManifest,
   readPartManifest,
+  uploadOutput,
   uploadPart,
 } from './artifacts.js';
 import { advExec } from './exec.js';
@@ -150,4 +152,20 @@ it('puts the committed content back where a job dir kept a different copy of a p
   expect(a4.record.reason).toBe('Completed');
   expect(await readFile(join(jobDir, 'seen'), 'utf8')).toBe('two\n');
   expect(a4.lines.some((l) => /differed from the committed part p2: replaced by it/.test(l))).toBe(true);
+});
+
+it('stops at a part whose manifest is unusable, before the workload and before calling the output complete', async () => {
+  await attempt('broken', 1, `${commitPart('p0', 'x\\n')} && exit 1`);
+  const key = `${partPrefix('broken', 'rollouts', 'p0')}manifest.json`;
+  await writeFile(join(storeDir, key), '{not json');
+  const r = await attempt('broken', 2, 'touch "$ADV_JOB_DIR/started"');
+  expect(r.record).toMatchObject({ reason: 'Error', exitCode: 1 });
+  expect(r.record.message).toBe(
+    `committed parts could not be fetched: part p0 of output rollouts of broken: manifest is not JSON (${store.url}${key}; delete that part's prefix to go on without it)`,
+  );
+  expect(existsSync(join(r.jobDir, 'started'))).toBe(false);
+  await expect(
+    uploadOutput(store, { run: 'broken', output: 'rollouts', attempt: 3, dir: await dirWith('y\n') }),
+  ).rejects.toThrow(/^part p0: manifest is not JSON/);
+  expect(await readOutputManifest(store, 'broken', 'rollouts')).toBeUndefined();
 });

@@ -68,7 +68,11 @@ export async function uploadOutput(
   const loose = await uploadFiles(store, prefix, o.dir, { only: (p) => !p.startsWith(`${PARTS}/`) });
   const files = [...loose.files];
   for (const part of await listParts(store, o.run, o.output)) {
-    if (typeof part.manifest === 'string') continue;
+    // A complete output that silently lacks a part would be worse than none.
+    if (typeof part.manifest === 'string')
+      throw new Error(
+        `part ${part.name}: ${part.manifest} (${store.url}${partPrefix(o.run, o.output, part.name)}${MANIFEST}; delete that part's prefix to publish without it)`,
+      );
     for (const f of part.manifest.files) files.push({ ...f, path: `${PARTS}/${part.name}/${f.path}` });
   }
   files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
@@ -249,7 +253,10 @@ export async function downloadParts(
   const replaced: string[] = [];
   for (const p of parts) {
     const where = `part ${p.name} of output ${output} of ${run}`;
-    if (typeof p.manifest === 'string') throw new Error(`${where}: ${p.manifest}`);
+    if (typeof p.manifest === 'string')
+      throw new Error(
+        `${where}: ${p.manifest} (${store.url}${partPrefix(run, output, p.name)}${MANIFEST}; delete that part's prefix to go on without it)`,
+      );
     const dest = join(partsDir, p.name);
     if (have.has(p.name)) {
       if (await sameFiles(dest, p.manifest.files)) continue;
