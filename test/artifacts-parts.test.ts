@@ -6,7 +6,6 @@
  * next attempt finishes the work, and the next node gets every part through its input.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +25,7 @@ import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { LOCAL_BACKEND, makeWorkTree } from './helpers/git/specs-repo.js';
 import { removeTree } from './helpers/io.js';
+import { killJobWorkload } from './helpers/processes.js';
 import { REPO } from './helpers/paths.js';
 import { startS3, type S3Server } from './helpers/servers/s3.js';
 import { waitFor } from './helpers/wait.js';
@@ -87,20 +87,10 @@ afterEach(async () => {
   for (const r of running) {
     r.child.kill('SIGKILL');
     await new Promise((res) => r.child.once('close', res));
-    killWorkload(r.job);
+    killJobWorkload(r.job);
   }
   running.clear();
 });
-
-function killWorkload(job: string): void {
-  if (!existsSync(join(job, 'exec.json'))) return;
-  const { childPid } = JSON.parse(readFileSync(join(job, 'exec.json'), 'utf8')) as { childPid: number };
-  try {
-    process.kill(-childPid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
 
 function advExec(url: string, attempt: number, job: string, env: NodeJS.ProcessEnv = {}) {
   const child = spawn(
@@ -162,7 +152,7 @@ describe('a rollout SIGKILLed with parts committed (bundled adv exec, S3)', () =
     });
     e1.child.kill('SIGKILL');
     await e1.done;
-    killWorkload(first);
+    killJobWorkload(first);
     expect(await partAttempts(store, 'roll')).toEqual({ p0: 1, p1: 1 });
     expect(await readOutputManifest(store, 'roll', 'rollouts')).toBeUndefined();
 

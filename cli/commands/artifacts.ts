@@ -17,16 +17,10 @@ import {
 } from '../../runtime/artifacts.js';
 import type { ObjectStore } from '../../runtime/store/types.js';
 import { renderTable } from '../format.js';
-import { mib } from './ckpt.js';
+import { mib, storeOptions } from './ckpt.js';
 import { checkName } from '../names.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
 import type { Io } from '../output.js';
-
-const storeOptions = (c: Command): Command =>
-  c
-    .option('--store <url>', 'object store (default: $ADV_STORE, else the Storage spec of the repo)')
-    .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')
-    .option('--data-dir <dir>', "the controller's data dir (where a file store's relative path starts)");
 
 export function registerArtifacts(program: Command, io: Io): void {
   const artifacts = program

@@ -13,7 +13,8 @@ import { openSpecsWorkTree } from '../specs-writer.js';
 import { openCommandStore, type StoreOpts } from '../store.js';
 import { printable, type Io } from '../output.js';
 
-const storeOptions = (c: Command): Command =>
+/** The options that say which object store a command reads (cli/store.ts). */
+export const storeOptions = (c: Command): Command =>
   c
     .option('--store <url>', 'object store (default: $ADV_STORE, else the Storage spec of the repo)')
     .option('--repo <url|path>', 'specs repo (default: the repository of the current directory)')

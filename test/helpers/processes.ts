@@ -3,7 +3,8 @@
  * the way a machine that goes away does (a fake cloud's preempted VM or destroyed instance, a
  * benchmark's leftovers).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Every process below `root` in this machine's process tree, read from /proc. */
@@ -63,4 +64,19 @@ export async function killTree(pids: number[], opts: { graceMs?: number } = {}):
   const deadline = Date.now() + (opts.graceMs ?? 2000);
   while (all.some(alive) && Date.now() < deadline) await sleep(20);
   signal('SIGKILL');
+}
+
+/**
+ * Kills the process group of the workload an `adv exec` job dir records (`exec.json`), as a lost
+ * host would; nothing when adv exec never wrote it or the group is gone already.
+ */
+export function killJobWorkload(jobDir: string): void {
+  const record = join(jobDir, 'exec.json');
+  if (!existsSync(record)) return;
+  const { childPid } = JSON.parse(readFileSync(record, 'utf8')) as { childPid: number };
+  try {
+    process.kill(-childPid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
 }
