@@ -169,3 +169,18 @@ it('stops at a part whose manifest is unusable, before the workload and before c
   ).rejects.toThrow(/^part p0: manifest is not JSON/);
   expect(await readOutputManifest(store, 'broken', 'rollouts')).toBeUndefined();
 });
+
+it('does not call an output complete while a part the workload committed is not in the store', async () => {
+  // A file where the part's folder would go: its upload fails at every try.
+  const r = await attempt(
+    'unshipped',
+    1,
+    `Q="$STORE_DIR/runs/unshipped/outputs/rollouts/parts"; mkdir -p "$Q" && touch "$Q/p0" && ${commitPart('p0', 'x\\n')}`,
+  );
+  expect(r.record).toMatchObject({ reason: 'Error', exitCode: 1 });
+  expect(r.record.message).toBe(
+    'output rollouts could not be published: part p0 did not reach the store (see the warnings above): the output is not complete without it',
+  );
+  expect(r.lines.some((l) => /^warning: output rollouts: part p0 not uploaded yet/.test(l))).toBe(true);
+  expect(await readOutputManifest(store, 'unshipped', 'rollouts')).toBeUndefined();
+});

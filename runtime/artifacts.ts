@@ -67,7 +67,17 @@ export async function uploadOutput(
   const prefix = outputPrefix(o.run, o.output);
   const loose = await uploadFiles(store, prefix, o.dir, { only: (p) => !p.startsWith(`${PARTS}/`) });
   const files = [...loose.files];
-  for (const part of await listParts(store, o.run, o.output)) {
+  const stored = await listParts(store, o.run, o.output);
+  // Every part the workload committed is in the store, or the output is not complete.
+  const local = await readdir(join(o.dir, PARTS), { withFileTypes: true }).catch(() => []);
+  const missing = local.filter(
+    (e) => e.isDirectory() && PART_NAME.test(e.name) && !stored.some((p) => p.name === e.name),
+  );
+  if (missing.length)
+    throw new Error(
+      `part ${missing.map((e) => e.name).join(', ')} did not reach the store (see the warnings above): the output is not complete without it`,
+    );
+  for (const part of stored) {
     // A complete output that silently lacks a part would be worse than none.
     if (typeof part.manifest === 'string')
       throw new Error(
