@@ -116,7 +116,7 @@ class RunEnv:
     tracking_id: Optional[str] = None
     #: DAG inputs: name -> local dir holding the upstream node's output.
     inputs: Dict[str, str] = field(default_factory=dict)
-    #: DAG outputs this node declares: name -> the dir to write it into (published at exit).
+    #: Outputs the run declares: name -> the dir to write it into (parts while it runs, the rest at exit 0).
     outputs: Dict[str, str] = field(default_factory=dict)
     #: The newest finished step in ``ckpt_dir`` when this was read (what adv exec restored).
     restored_step: Optional[int] = None
