@@ -4,6 +4,7 @@
  * adds capacity and health, the solver (reconcile/solver.ts) reads it.
  */
 import type { Backend as BackendObject } from '../spec/schema.js';
+import type { BackendRecord } from '../cost/history.js';
 import type { BackendTraits, Capacity } from './types.js';
 
 /** One Backend as the solver sees it. */
@@ -24,4 +25,6 @@ export interface BackendInfo {
   reservedGpus?: number;
   /** Set while the backend has failed several runs in a row (its status file says which). */
   degraded?: string;
+  /** Its preemptions and restart time over every run's attempts (status branch), for `policy.optimize`. */
+  record?: BackendRecord;
 }
