@@ -4,15 +4,14 @@
  * before the controller starts). The new run's attempt goes to the other, and its `why` says so with
  * the figures; the same run with `optimize: order` goes to the first by priority.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Controller } from '../controller/controller.js';
 import { FILE_STORAGE } from './helpers/backends/kinds.js';
-import { ID, makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
+import { seedRunStatuses } from './helpers/git/status-branch.js';
 import { removeTree } from './helpers/io.js';
 
 /** One attempt of a tiny run on a loaded machine: a ceiling, not a window. */
@@ -37,7 +36,7 @@ spec:
 `;
 
 /** A finished run's status: 8 one-hour attempts on spot-a, 6 of them preempted; 2 on spot-b, none. */
-function historyDoc(): string {
+function historyDoc() {
   const h = (i: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + i * 3_600_000).toISOString();
   const attempts = Array.from({ length: 10 }, (_, i) => {
     const backend = i < 8 ? 'spot-a' : 'spot-b';
@@ -54,23 +53,12 @@ function historyDoc(): string {
       finishedAt: h(i + 1),
     };
   });
-  return stringify({
+  return {
     apiVersion: 'adventuretime.dev/v1alpha1',
     kind: 'RunStatus',
     metadata: { name: 'old' },
     status: { phase: 'Succeeded', conditions: [], attempts },
-  });
-}
-
-/** Commits `runs/old.yaml` on the status branch of the specs repo, as an earlier controller would have. */
-function seedStatusBranch(dir: string): void {
-  const git = (args: string[], input?: string) =>
-    execFileSync('git', [...ID, ...args], { cwd: dir, input, encoding: 'utf8' }).trim();
-  const blob = git(['hash-object', '-w', '--stdin'], historyDoc());
-  const runs = git(['mktree'], `100644 blob ${blob}\told.yaml\n`);
-  const root = git(['mktree'], `040000 tree ${runs}\truns\n`);
-  const commit = git(['commit-tree', root, '-m', 'status: an earlier controller']);
-  git(['update-ref', 'refs/heads/adventuretime/status', commit]);
+  };
 }
 
 describe('policy.optimize: cost counts the preemptions recorded on the status branch', () => {
@@ -87,7 +75,7 @@ describe('policy.optimize: cost counts the preemptions recorded on the status br
       'runs/cheap.yaml': runOf('cheap', '{optimize: cost, checkpointIntervalSec: 3600}'),
       'runs/ordered.yaml': runOf('ordered', '{optimize: order}'),
     });
-    seedStatusBranch(wt.dir);
+    seedRunStatuses(wt.dir, [historyDoc()]);
     c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 100 });
     await c.runUntilIdle({ timeoutMs: 2 * ATTEMPT_MS });
   }, 3 * ATTEMPT_MS);

@@ -4,7 +4,6 @@
  * adds capacity and health, the solver (reconcile/solver.ts) reads it.
  */
 import type { Backend as BackendObject } from '../spec/schema.js';
-import type { BackendRecord } from '../cost/history.js';
 import type { BackendTraits, Capacity } from './types.js';
 
 /** One Backend as the solver sees it. */
@@ -27,4 +26,16 @@ export interface BackendInfo {
   degraded?: string;
   /** Its preemptions and restart time over every run's attempts (status branch), for `policy.optimize`. */
   record?: BackendRecord;
+}
+
+/** One backend's record over every run's finished attempts there. */
+export interface BackendRecord {
+  /** Finished attempts that started running there. */
+  attempts: number;
+  /** Of those, the ones that ended preempted. */
+  preemptions: number;
+  /** Hours those attempts ran (start to end). */
+  hours: number;
+  /** Mean seconds from submission to start (what a restart costs before work goes on); 0 unknown. */
+  startupSec: number;
 }

@@ -3,20 +3,11 @@
  * hour an attempt ran there and how long it took to start one, and how fast a run makes steps. The
  * controller and `adv plan` feed it every run's status; the solver reads the result as an argument.
  */
+import type { BackendRecord } from '../backends/backend-info.js';
 import type { RunSpec } from '../spec/schema.js';
-import { EndClass, type Attempt, type RunStatusDoc } from '../status/types.js';
 
-/** One backend's record over every run's finished attempts there. */
-export interface BackendRecord {
-  /** Finished attempts that started running there. */
-  attempts: number;
-  /** Of those, the ones that ended preempted. */
-  preemptions: number;
-  /** Hours those attempts ran (start to end). */
-  hours: number;
-  /** Mean seconds from submission to start (what a restart costs before work goes on); 0 unknown. */
-  startupSec: number;
-}
+export type { BackendRecord };
+import { EndClass, type Attempt, type RunStatusDoc } from '../status/types.js';
 
 /** Preemptions per attempt-hour; 0 until an attempt has run there. */
 export const preemptionRate = (r: BackendRecord | undefined): number =>
