@@ -81,6 +81,15 @@ export { printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { attemptCost, formatCost, formatMoney, runCost } from './status/cost.js';
 export type { Cost } from './status/cost.js';
+export { backendRecords, stepRateOf, type BackendRecord, type RunRecord } from './cost/history.js';
+export {
+  askQuotes,
+  planCosts,
+  runRecords,
+  type CostLine,
+  type PlanCost,
+  type StartingRun,
+} from './cost/plan-cost.js';
 export { graphOf } from './status/dag-graph.js';
 export type { GraphNode } from './status/dag-graph.js';
 

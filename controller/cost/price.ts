@@ -4,7 +4,10 @@
  * caller asked the backend for (Vast.ai's cheapest fitting offer).
  */
 import type { BackendInfo } from '../backends/backend-info.js';
+import type { Quote, QuoteSources } from '../backends/types.js';
 import type { RunSpec } from '../spec/schema.js';
+
+export type { Quote, QuoteSources };
 
 /** A price per hour and where it came from, for the plan's columns. */
 export interface HourlyPrice {
@@ -14,9 +17,6 @@ export interface HourlyPrice {
   /** What the quote was for (`cheapest of 3 offers: RTX 4090 ×1`). */
   note?: string;
 }
-
-/** A backend's answer to "what would this run cost per hour on you": a price, or why there is none. */
-export type Quote = { perHour: number; note: string } | { error: string };
 
 /** The declared price of the run on `info`, or undefined when the Backend declares none. */
 export function declaredPrice(info: Pick<BackendInfo, 'spec'>, spec: RunSpec): HourlyPrice | undefined {
