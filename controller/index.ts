@@ -81,6 +81,17 @@ export { printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { attemptCost, formatCost, formatMoney, runCost } from './status/cost.js';
 export type { Cost } from './status/cost.js';
+export {
+  addUsage,
+  attemptUsage,
+  gpusOf,
+  runUsage,
+  usageReport,
+  type Period,
+  type Usage,
+  type UsageReport,
+  type UsageRow,
+} from './cost/usage.js';
 export { backendRecords, stepRateOf, type BackendRecord, type RunRecord } from './cost/history.js';
 export {
   askQuotes,
