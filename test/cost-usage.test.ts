@@ -2,13 +2,16 @@
  * `adv cost` and `adv describe` read money and GPU-hours from the status branch alone, through the
  * real CLI against a real specs repo: runs whose specs were deleted long ago (only their status
  * files are left) count, per run and per label value, clipped to a period; a bad date is refused
- * with the fix.
+ * with the fix. The dashboard's cost page, served by a real controller on that repo, says the same.
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../cli/program.js';
+import { Controller } from '../controller/controller.js';
+import { dashboardRoute } from '../controller/dashboard/index.js';
+import { serve } from '../controller/serve.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { makeWorkTree, type WorkTree } from './helpers/git/specs-repo.js';
 import { seedRunStatuses } from './helpers/git/status-branch.js';
@@ -110,5 +113,37 @@ describe('adv cost: a lab monthly view from the status branch', () => {
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^Cost: +20\.00 over 1 priced attempt/m);
     expect(r.out).toMatch(/^GPU-hours: +80\.00 \(10\.00 h run × the GPUs it holds\)$/m);
+  });
+
+  it('the dashboard shows the same per label and per run, and a run page its GPU-hours', async () => {
+    const c = await Controller.create({ repo: wt.dir, dataDir: join(tmp, 'data'), pollIntervalMs: 100 });
+    try {
+      await c.runUntilIdle({ timeoutMs: 60_000 });
+      const serving = await serve(c, { httpAddr: '127.0.0.1:0', watch: false, routes: [dashboardRoute(c)] });
+      try {
+        const page = await (await fetch(`${serving.url}/ui/cost?by=team`)).text();
+        expect(page).toContain('<b>25.00</b> over 3 priced attempt(s)');
+        expect(page).toMatch(/<td>nlp<\/td>\s*<td class="num">24\.00<\/td>\s*<td class="num">88\.00<\/td>/);
+        expect(page).toMatch(
+          /<a href="\/ui\/runs\/pretrain">pretrain<\/a><\/td>\s*<td class="num">20\.00<\/td>/,
+        );
+        const api = (await (await fetch(`${serving.url}/ui/api/cost?by=team`)).json()) as {
+          report: { groups: { name: string; cost: number }[] };
+        };
+        expect(api.report.groups.map((g) => [g.name, g.cost])).toEqual([
+          ['nlp', 24],
+          ['(none)', 1],
+        ]);
+        const bad = await fetch(`${serving.url}/ui/cost?since=someday`);
+        expect(bad.status).toBe(400);
+        expect(await bad.text()).toContain('since=someday is not a date');
+        const run = await (await fetch(`${serving.url}/ui/runs/pretrain`)).text();
+        expect(run).toContain('80.00 (10.00 h × 8 GPUs)');
+      } finally {
+        await serving.close();
+      }
+    } finally {
+      await c.stop();
+    }
   });
 });
