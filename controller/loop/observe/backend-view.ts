@@ -47,17 +47,20 @@ export class BackendView {
   infos(live: readonly LiveAttempt[]): BackendInfo[] {
     const active = countByBackend(live);
     const streaks = this.failureStreaks();
-    const records = this.backendRecords();
+    // Walked only when a run asks for policy.optimize (the solver's one reader), then kept until
+    // an attempt ends: a pass of runs that never ask does no more work than before.
+    const records = () => this.backendRecords();
     return this.adapters.infos().map((info) => {
       const capacity = this.observer.capacity(info.name);
       const degraded = degradedWhy(streaks.get(info.name), info.spec.degradeAfterFailures);
-      const record = records.get(info.name);
       return {
         ...info,
         active: active.get(info.name) ?? 0,
         ...(capacity ? { capacity } : {}),
         ...(degraded ? { degraded } : {}),
-        ...(record ? { record } : {}),
+        get record() {
+          return records().get(info.name);
+        },
       };
     });
   }
