@@ -108,6 +108,7 @@ export type { GraphNode } from './status/dag-graph.js';
 export { planChanges } from './reconcile/plan-changes.js';
 export type { PlanReport, RunPlanItem } from './reconcile/plan-changes.js';
 export { nodeRunSpec } from './reconcile/dag-plan.js';
+export { childName } from './reconcile/dag-plan.js';
 export { resolveCodeRefs } from './reconcile/desired.js';
 export { planContextOf } from './reconcile/plan-context.js';
 export { RECONCILE_ANNOTATION, RETRY_ANNOTATION } from './reconcile/run-plan.js';

@@ -1,6 +1,6 @@
 /**
  * `adv plan` says what a change will cost, through the real CLI against a real specs repo and
- * status branch: a branch adding two runs on a Vast.ai Backend prints each one's price (the
+ * status branch: a branch adding two runs (and a DAG node) on a Vast.ai Backend prints each one's price (the
  * cheapest fitting offer the fake Vast.ai API quotes for it), expected hours (its `totalSteps` × the
  * step rate a finished run with the same command measured, read from the status branch) and
  * expected cost, and the total. Offline (`--no-quotes`) or without the API key, the plan still
@@ -33,6 +33,16 @@ spec:
   command: ${JSON.stringify(COMMAND)}
   resources: {gpus: ${gpus}}
   totalSteps: ${totalSteps}
+`;
+
+/** A DAG whose one node is the same command: its node's run spec is priced too. */
+const PIPE = `apiVersion: adventuretime.dev/v1alpha1
+kind: DAG
+metadata: {name: pipe}
+spec:
+  nodes:
+    - id: train
+      run: {command: ${JSON.stringify(COMMAND)}, resources: {gpus: 1}, totalSteps: 500}
 `;
 
 /** A finished run of the same command: 100 steps in 360 s on its one attempt (3.6 s a step). */
@@ -85,6 +95,7 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
     await wt.git('checkout', '-q', '-b', 'feature');
     await wt.write('runs/small.yaml', runOf('small', 1, 1000));
     await wt.write('runs/big.yaml', runOf('big', 2, 2000));
+    await wt.write('dags/pipe.yaml', PIPE);
     await wt.commit('two Vast.ai runs');
   }, 60_000);
 
@@ -108,18 +119,21 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
     expect(r.code, r.err).toBe(0);
     // small: 1000 steps × 3.6 s = 1 h at $0.50/h; big: 2000 × 3.6 s = 2 h at $1.25/h.
     expect(r.out).toMatch(
-      /^ {2}small {2}on vast: \$0\.50\/h \(quote\), 1\.0 h, \$0\.50 {2}\(cheapest of 2 offers: RTX 4090 ×1\)$/m,
+      /^ {2}small +on vast: \$0\.50\/h \(quote\), 1\.0 h, \$0\.50 {2}\(cheapest of 2 offers: RTX 4090 ×1\)$/m,
     );
     expect(r.out).toMatch(
-      /^ {2}big {4}on vast: \$1\.25\/h \(quote\), 2\.0 h, \$2\.50 {2}\(cheapest of 2 offers: RTX 4090 ×2\)$/m,
+      /^ {2}big +on vast: \$1\.25\/h \(quote\), 2\.0 h, \$2\.50 {2}\(cheapest of 2 offers: RTX 4090 ×2\)$/m,
     );
-    expect(r.out).toMatch(/^Expected cost: \$3\.00\.$/m);
+    // The DAG's node: 500 steps × 3.6 s = 0.5 h at $0.50/h.
+    expect(r.out).toMatch(/^ {2}pipe\.train +on vast: \$0\.50\/h \(quote\), 0\.5 h, \$0\.25 /m);
+    expect(r.out).toMatch(/^Expected cost: \$3\.25\.$/m);
 
     const json = JSON.parse((await plan(['-o', 'json'])).out) as {
       cost: { runs: { run: string; perHour: number; hours: number; cost: number; hoursFrom: string }[] };
     };
     expect(json.cost.runs.map((l) => [l.run, l.perHour, l.hours, l.cost, l.hoursFrom])).toEqual([
       ['big', 1.25, 2, 2.5, 'step rate of run calib'],
+      ['pipe.train', 0.5, 0.5, 0.25, 'step rate of run calib'],
       ['small', 0.5, 1, 0.5, 'step rate of run calib'],
     ]);
 
@@ -127,7 +141,7 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
     expect(md.out).toContain(
       '| `small` | `vast` | $0.50/h (quote) | 1.0 h | $0.50 | cheapest of 2 offers: RTX 4090 ×1 |',
     );
-    expect(md.out).toContain('**Expected cost: $3.00.**');
+    expect(md.out).toContain('**Expected cost: $3.25.**');
   });
 
   it('without quotes, or without the API key, still plans and says why the cost is unknown', async () => {
@@ -135,8 +149,8 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
     const offline = await plan(['--no-quotes']);
     expect(offline.code, offline.err).toBe(0);
     expect(api.requests.length).toBe(searches);
-    expect(offline.out).toMatch(/^ {2}small {2}on vast: no price, 1\.0 h, unknown$/m);
-    expect(offline.out).toMatch(/^Expected cost: \$0\.00 \+ 2 runs of unknown cost\.$/m);
+    expect(offline.out).toMatch(/^ {2}small +on vast: no price, 1\.0 h, unknown$/m);
+    expect(offline.out).toMatch(/^Expected cost: \$0\.00 \+ 3 runs of unknown cost\.$/m);
 
     const noKey = await plan([], { VAST_URL: api.url, VAST_API_KEY: '' });
     expect(noKey.code, noKey.err).toBe(0);

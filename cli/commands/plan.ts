@@ -13,6 +13,7 @@ import {
   backendInfoOf,
   backendRecords,
   checkTrustedSigners,
+  childName,
   formatMoney,
   infraSourceFor,
   loadSpecs,
@@ -254,15 +255,24 @@ function runSpecsOf(h: LoadResult): RunSpec[] {
   );
 }
 
-/** The runs the plan would start (or restart) on a backend, with their spec where HEAD has it as a Run. */
+/**
+ * The runs the plan would start (or restart) on a backend, with their spec where HEAD has it: a
+ * Run's, or a DAG node's run spec (a Sweep point's is left out: it is priced, its hours unknown).
+ */
 function startingRuns(r: PlanReport, h: LoadResult): StartingRun[] {
-  const runs = new Map(
-    h.objects.filter((o) => o.kind === 'Run').map((o) => [o.name, o.object as Run] as const),
-  );
+  const runs = new Map<string, { spec: RunSpec; labels?: Record<string, string> | undefined }>();
+  for (const o of h.objects) {
+    if (o.kind === 'Run')
+      runs.set(o.name, { spec: (o.object as Run).spec, labels: (o.object as Run).metadata.labels });
+    if (o.kind !== 'DAG') continue;
+    const dag = (o.object as Dag).spec;
+    for (const n of dag.nodes)
+      runs.set(childName(o.name, n.id), { spec: nodeRunSpec(o.name, dag, n, undefined) });
+  }
   return r.runs.flatMap((x) => {
     if ((x.change !== 'start' && x.change !== 'restart') || !x.backend) return [];
-    const run = runs.get(x.run);
-    return [{ run: x.run, backend: x.backend, spec: run?.spec, labels: run?.metadata.labels }];
+    const run = x.sweep ? undefined : runs.get(x.run);
+    return [{ run: x.run, backend: x.backend, spec: run?.spec, labels: run?.labels }];
   });
 }
 
