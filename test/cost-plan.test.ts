@@ -115,8 +115,12 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
   }
 
   it("prints each run's price from the cheapest fitting offer, its expected hours and cost, and the total", async () => {
+    const before = api.requests.length;
     const r = await plan([]);
     expect(r.code, r.err).toBe(0);
+    // small and pipe.train ask the same (one GPU): one search each for them and for big.
+    const searches = api.requests.slice(before).filter((q) => q.path.includes('bundles'));
+    expect(searches).toHaveLength(2);
     // small: 1000 steps × 3.6 s = 1 h at $0.50/h; big: 2000 × 3.6 s = 2 h at $1.25/h.
     expect(r.out).toMatch(
       /^ {2}small +on vast: \$0\.50\/h \(quote\), 1\.0 h, \$0\.50 {2}\(cheapest of 2 offers: RTX 4090 ×1\)$/m,

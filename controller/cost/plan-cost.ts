@@ -47,7 +47,8 @@ export const quoteKey = (run: string, backend: string): string => `${run}\0${bac
 
 /**
  * Asks each backend whose type quotes (Vast.ai) what each starting run would cost there, one at a
- * time (a plan starts few runs); a failed quote is kept with its reason.
+ * time, once per distinct ask (resources, constraints, preemptible); a failed quote is kept with
+ * its reason. The quote reads only those fields of the run (vastai/quote.ts `offerNeedsFor`).
  */
 export async function askQuotes(
   starting: readonly StartingRun[],
@@ -55,11 +56,21 @@ export async function askQuotes(
   src: QuoteSources,
 ): Promise<Map<string, Quote>> {
   const out = new Map<string, Quote>();
+  // Runs that ask the same of a backend get one quote: a plan of many alike runs searches once.
+  const asked = new Map<string, Quote>();
   for (const s of starting) {
     const obj = backends.get(s.backend);
     const quote = obj && descriptorFor(obj.spec.type)?.quote;
     if (!quote || !s.spec) continue;
-    out.set(quoteKey(s.run, s.backend), await quote(obj, s.spec, src));
+    const same = JSON.stringify([
+      s.backend,
+      s.spec.resources,
+      s.spec.backendSelector?.constraints,
+      s.spec.policy?.preemptible,
+    ]);
+    const q = asked.get(same) ?? (await quote(obj, s.spec, src));
+    asked.set(same, q);
+    out.set(quoteKey(s.run, s.backend), q);
   }
   return out;
 }
