@@ -4,6 +4,7 @@
  * period, per run and per label value. Status files of deleted runs stay on the status branch
  * (Cancelled, attempts kept), so they count too. Read by `adv cost`, `adv describe`, the dashboard.
  */
+import { billedFrom } from '../status/cost.js';
 import type { Attempt, RunStatusDoc } from '../status/types.js';
 
 /** A period: attempts count only for the part of their time inside it (ms since the epoch). */
@@ -38,8 +39,7 @@ function hoursWithin(fromIso: string | undefined, toMs: number, p: Period): numb
 export function attemptUsage(a: Attempt, gpus: number, p: Period, nowMs: number): Usage {
   const end = a.finishedAt ? Date.parse(a.finishedAt) : nowMs;
   const ran = hoursWithin(a.startedAt, end, p);
-  const billedFrom = a.price?.from === 'submitted' ? (a.submittedAt ?? a.startedAt) : a.startedAt;
-  const billed = a.price ? hoursWithin(billedFrom, end, p) : 0;
+  const billed = a.price ? hoursWithin(billedFrom(a), end, p) : 0;
   const counts = ran > 0 || billed > 0;
   return {
     cost: a.price ? billed * a.price.perHour : 0,
