@@ -3,8 +3,8 @@
  * status branch: a branch adding two runs (and a DAG node) on a Vast.ai Backend prints each one's price (the
  * cheapest fitting offer the fake Vast.ai API quotes for it), expected hours (its `totalSteps` × the
  * step rate a finished run with the same command measured, read from the status branch) and
- * expected cost, and the total. Offline (`--no-quotes`) or without the API key, the plan still
- * prints and says why there is no price.
+ * expected cost, and the total. Offline (`--no-quotes`) the price is what the backend billed per
+ * GPU-hour before; without the API key the plan still prints and says why the quote failed.
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -69,6 +69,8 @@ const calibration = () => {
           startStep: 0,
           lastStep: 100,
           lastStepAt: new Date(t + 360_000).toISOString(),
+          // What its instance billed: $0.60 an hour for its one GPU.
+          price: { perHour: 0.6, from: 'started' },
           finishedAt: new Date(t + 400_000).toISOString(),
         },
       ],
@@ -148,13 +150,15 @@ describe('adv plan: the expected cost of the runs a branch adds', () => {
     expect(md.out).toContain('**Expected cost: $3.25.**');
   });
 
-  it('without quotes, or without the API key, still plans and says why the cost is unknown', async () => {
+  it('offline it prices by what the backend billed before; without the API key it says why', async () => {
     const searches = api.requests.length;
     const offline = await plan(['--no-quotes']);
     expect(offline.code, offline.err).toBe(0);
     expect(api.requests.length).toBe(searches);
-    expect(offline.out).toMatch(/^ {2}small +on vast: no price, 1\.0 h, unknown$/m);
-    expect(offline.out).toMatch(/^Expected cost: \$0\.00 \+ 3 runs of unknown cost\.$/m);
+    // Offline, the price is what the backend billed per GPU-hour before (calib: $0.60 for 1 GPU).
+    expect(offline.out).toMatch(/^ {2}small +on vast: \$0\.60\/h \(recorded\), 1\.0 h, \$0\.60$/m);
+    expect(offline.out).toMatch(/^ {2}big +on vast: \$1\.20\/h \(recorded\), 2\.0 h, \$2\.40$/m);
+    expect(offline.out).toMatch(/^Expected cost: \$3\.30\.$/m);
 
     const noKey = await plan([], { VAST_URL: api.url, VAST_API_KEY: '' });
     expect(noKey.code, noKey.err).toBe(0);

@@ -475,7 +475,7 @@ function costCells(l: PlanCost['runs'][number]): [string, string, string, string
   const price =
     l.perHour === undefined
       ? 'no price'
-      : `$${formatMoney(l.perHour)}/h${l.priceFrom === 'quote' ? ' (quote)' : ''}`;
+      : `$${formatMoney(l.perHour)}/h${l.priceFrom === 'costPerHour' ? '' : ` (${l.priceFrom})`}`;
   const hours = l.hours === undefined ? `unknown (${l.hoursFrom})` : `${l.hours.toFixed(1)} h`;
   const cost = l.cost === undefined ? 'unknown' : `$${formatMoney(l.cost)}`;
   return [l.backend, price, hours, cost, l.priceNote ?? ''];

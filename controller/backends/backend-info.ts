@@ -38,4 +38,9 @@ export interface BackendRecord {
   hours: number;
   /** Mean seconds from submission to start (what a restart costs before work goes on); 0 unknown. */
   startupSec: number;
+  /**
+   * What its priced attempts were billed per GPU-hour (runs with GPUs), for a Backend that declares
+   * no `costPerHour` (a Vast.ai instance reports its own rate); absent when none was priced.
+   */
+  gpuHourPrice?: number;
 }

@@ -57,6 +57,8 @@ export interface Expectation {
   cost?: number;
   /** The run's length is unknown: the figures are per hour of work. */
   perWorkHour: boolean;
+  /** The price is what the backend billed before (`recordedPrice`), not a declared one. */
+  recorded?: boolean;
 }
 
 /** What a run is expected to take and cost on each backend (`work`: hours of work, when known). */
@@ -69,14 +71,26 @@ export function expectations(
   const loss = lossPerPreemptionHours(spec, attempts);
   return backends.map((b) => {
     const hours = (work ?? 1) * stretch(b, loss);
-    const price = declaredPrice(b, spec);
+    const declared = declaredPrice(b, spec)?.perHour;
+    const perHour = declared ?? recordedPrice(b, spec);
     return {
       name: b.name,
       hours,
-      ...(price ? { cost: hours * price.perHour } : {}),
+      ...(perHour !== undefined ? { cost: hours * perHour } : {}),
+      ...(declared === undefined && perHour !== undefined ? { recorded: true } : {}),
       perWorkHour: work === undefined,
     };
   });
+}
+
+/**
+ * A price from what the backend billed before, for one that declares none: its recorded price per
+ * GPU-hour × the GPUs the run holds. Undefined for a run without GPUs or a backend never priced.
+ */
+export function recordedPrice(b: Pick<BackendInfo, 'record'>, spec: RunSpec): number | undefined {
+  const gpus = (spec.resources?.gpus ?? 0) * (spec.resources?.nodes ?? 1);
+  const rate = b.record?.gpuHourPrice;
+  return rate !== undefined && gpus > 0 ? rate * gpus : undefined;
 }
 
 /** The `optimize` goals that rank backends (`order` keeps the selector's order). */
@@ -91,7 +105,7 @@ export function sayExpectation(e: Expectation, goal: Goal): string {
   if (goal === 'time')
     return e.perWorkHour ? `${e.hours.toFixed(2)} h per hour of work` : `${e.hours.toFixed(1)} h`;
   if (e.cost === undefined) return 'no price (capabilities.costPerHour)';
-  return `$${formatMoney(e.cost)}${e.perWorkHour ? '/h of work' : ''}`;
+  return `$${formatMoney(e.cost)}${e.perWorkHour ? '/h of work' : ''}${e.recorded ? ' (at its recorded price)' : ''}`;
 }
 
 /**

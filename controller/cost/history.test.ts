@@ -48,6 +48,23 @@ describe('backendRecords', () => {
     expect(preemptionRate(records.get('nowhere'))).toBe(0);
   });
 
+  it('learns what a backend billed per GPU-hour from its priced attempts of runs with GPUs', () => {
+    const priced = (n: number, perHour: number) =>
+      att(n, 'vast', 0, 3600, EndClass.Succeeded, { price: { perHour, from: 'started' } });
+    const withGpus = (d: RunStatusDoc, gpus: number): RunStatusDoc => ({
+      ...d,
+      appliedSpec: { command: ['x'], resources: { gpus } },
+    });
+    const records = backendRecords([
+      withGpus(doc('a', [priced(1, 2)]), 1),
+      withGpus(doc('b', [priced(1, 8)]), 2),
+      doc('cpu', [priced(1, 100)]),
+    ]);
+    // $2 for 1 GPU-hour, $8 for 2: $10 over 3 GPU-hours; the CPU run's price is not per GPU.
+    expect(records.get('vast')!.gpuHourPrice).toBeCloseTo(10 / 3);
+    expect(backendRecords([doc('cpu', [priced(1, 100)])]).get('vast')!.gpuHourPrice).toBeUndefined();
+  });
+
   it('skips attempts that never started (nothing ran there)', () => {
     const never: Attempt = { ...att(1, 'spot', 0, 0), finishedAt: at(10), class: EndClass.Infrastructure };
     delete never.startedAt;

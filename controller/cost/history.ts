@@ -15,13 +15,26 @@ export const preemptionRate = (r: BackendRecord | undefined): number =>
 
 /** Every backend's record from every run's attempts; live attempts do not count until they end. */
 export function backendRecords(runs: Iterable<RunStatusDoc>): Map<string, BackendRecord> {
-  const acc = new Map<string, BackendRecord & { startups: number }>();
+  const acc = new Map<string, BackendRecord & { startups: number; paid: number; gpuHours: number }>();
   for (const doc of runs)
     for (const a of doc.status.attempts) {
       if (!a.finishedAt || !a.startedAt) continue;
       const ran = Date.parse(a.finishedAt) - Date.parse(a.startedAt);
       if (!Number.isFinite(ran) || ran < 0) continue;
-      const r = acc.get(a.backend) ?? { attempts: 0, preemptions: 0, hours: 0, startupSec: 0, startups: 0 };
+      const r = acc.get(a.backend) ?? {
+        attempts: 0,
+        preemptions: 0,
+        hours: 0,
+        startupSec: 0,
+        startups: 0,
+        paid: 0,
+        gpuHours: 0,
+      };
+      const gpus = (doc.appliedSpec?.resources?.gpus ?? 0) * (doc.appliedSpec?.resources?.nodes ?? 1);
+      if (a.price && gpus > 0) {
+        r.paid += (a.price.perHour * ran) / 3_600_000;
+        r.gpuHours += (gpus * ran) / 3_600_000;
+      }
       r.attempts++;
       if (a.class === EndClass.Preempted) r.preemptions++;
       r.hours += ran / 3_600_000;
@@ -33,8 +46,12 @@ export function backendRecords(runs: Iterable<RunStatusDoc>): Map<string, Backen
       acc.set(a.backend, r);
     }
   const out = new Map<string, BackendRecord>();
-  for (const [name, { startups, ...r }] of acc)
-    out.set(name, { ...r, startupSec: startups ? r.startupSec / startups : 0 });
+  for (const [name, { startups, paid, gpuHours, ...r }] of acc)
+    out.set(name, {
+      ...r,
+      startupSec: startups ? r.startupSec / startups : 0,
+      ...(gpuHours > 0 ? { gpuHourPrice: paid / gpuHours } : {}),
+    });
   return out;
 }
 

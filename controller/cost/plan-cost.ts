@@ -1,6 +1,7 @@
 /**
  * The money side of `adv plan`: for each run it would start, the backend, its price per hour (a
- * quote the backend gave, else its `capabilities.costPerHour` × nodes), the expected hours (work
+ * quote the backend gave, else its `capabilities.costPerHour` × nodes, else what it billed per
+ * GPU-hour before × the run's GPUs), the expected hours (work
  * left from `totalSteps` and a measured step rate, stretched by the backend's recorded preemptions)
  * and the expected cost; and the total. Unknown stays unknown: nothing is guessed.
  */
@@ -8,7 +9,7 @@ import type { BackendInfo } from '../backends/backend-info.js';
 import { descriptorFor } from '../backends/registry.js';
 import type { Backend as BackendObject, RunSpec } from '../spec/schema.js';
 import type { RunStatusDoc } from '../status/types.js';
-import { expectedHours, lossPerPreemptionHours, stretch } from './estimate.js';
+import { expectedHours, lossPerPreemptionHours, recordedPrice, stretch } from './estimate.js';
 import { stepRateOf, type RunRecord } from './history.js';
 import { priceOf, type Quote, type QuoteSources } from './price.js';
 
@@ -19,7 +20,7 @@ export interface CostLine {
   /** Price per hour; absent when the Backend declares none and gave no quote. */
   perHour?: number;
   /** `costPerHour` or `quote`, and the quote's note or why it failed. */
-  priceFrom?: 'costPerHour' | 'quote';
+  priceFrom?: 'costPerHour' | 'quote' | 'recorded';
   priceNote?: string;
   /** Expected hours there; absent when unknown (no `totalSteps`, or no measured step rate). */
   hours?: number;
@@ -91,7 +92,11 @@ export function planCosts(
     const info = infos.get(s.backend);
     const quote = ctx.quotes?.get(quoteKey(s.run, s.backend));
     const spec = s.spec ?? { command: [] };
-    const price = info ? priceOf(info, spec, quote) : undefined;
+    const recorded = info && recordedPrice(info, spec);
+    const price = !info
+      ? undefined
+      : (priceOf(info, spec, quote) ??
+        (recorded !== undefined ? { perHour: recorded, from: 'recorded' as const } : undefined));
     const note = quote && 'error' in quote ? `quote failed: ${quote.error}` : price?.note;
     const doc = ctx.status(s.run);
     const attempts = doc?.status.attempts ?? [];

@@ -12,8 +12,8 @@ export type { Quote, QuoteSources };
 /** A price per hour and where it came from, for the plan's columns. */
 export interface HourlyPrice {
   perHour: number;
-  /** `costPerHour` from the Backend spec, or `quote` from the backend itself. */
-  from: 'costPerHour' | 'quote';
+  /** `costPerHour` from the Backend spec, a `quote` from the backend itself, or what it `recorded`ly billed. */
+  from: 'costPerHour' | 'quote' | 'recorded';
   /** What the quote was for (`cheapest of 3 offers: RTX 4090 ×1`). */
   note?: string;
 }

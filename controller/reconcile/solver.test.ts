@@ -604,6 +604,25 @@ describe('solve', () => {
       expect(d.why).toContain('unpriced no price');
     });
 
+    it('a backend without costPerHour is ranked at the price it billed before, and says so', () => {
+      const vast = (name: string, gpuHourPrice: number, r = {}) =>
+        b(
+          name,
+          { type: 'ssh' },
+          { record: { attempts: 4, preemptions: 0, hours: 4, startupSec: 0, gpuHourPrice, ...r } },
+        );
+      const d = solve(
+        withPolicy('cost', { resources: { gpus: 2 } }),
+        [vast('vast-a', 1), vast('vast-b', 0.8)],
+        [],
+        T0,
+      );
+      expect(d.backend).toBe('vast-b');
+      expect(d.why).toBe(
+        'vast-b: chosen (optimize: cost) — expected $1.60/h of work (at its recorded price) vs vast-a $2.00/h of work (at its recorded price)',
+      );
+    });
+
     it('a backend that cannot start now gives way to the next in the ranking', () => {
       const full = [
         b('vast-b', { type: 'ssh', capabilities: { costPerHour: 2 }, maxConcurrent: 1 }, { active: 1 }),
