@@ -7,6 +7,7 @@ import { registerArtifacts } from './commands/artifacts.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCkpt } from './commands/ckpt.js';
 import { registerCompletion } from './commands/completion.js';
+import { registerCost } from './commands/cost.js';
 import { registerController } from './commands/controller.js';
 import { registerDag } from './commands/dag.js';
 import { registerDescribe } from './commands/describe.js';
@@ -68,6 +69,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerInit(program, io);
   registerValidate(program, io);
   registerPlan(program, io);
+  registerCost(program, io);
   registerController(program, io);
   registerGet(program, io);
   registerDescribe(program, io);

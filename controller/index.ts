@@ -81,6 +81,26 @@ export { printable } from './status/printable.js';
 export { age } from './status/age.js';
 export { attemptCost, formatCost, formatMoney, runCost } from './status/cost.js';
 export type { Cost } from './status/cost.js';
+export {
+  addUsage,
+  attemptUsage,
+  gpusOf,
+  runUsage,
+  usageReport,
+  type Period,
+  type Usage,
+  type UsageReport,
+  type UsageRow,
+} from './cost/usage.js';
+export { backendRecords, stepRateOf, type BackendRecord, type RunRecord } from './cost/history.js';
+export {
+  askQuotes,
+  planCosts,
+  runRecords,
+  type CostLine,
+  type PlanCost,
+  type StartingRun,
+} from './cost/plan-cost.js';
 export { graphOf } from './status/dag-graph.js';
 export type { GraphNode } from './status/dag-graph.js';
 
@@ -88,6 +108,7 @@ export type { GraphNode } from './status/dag-graph.js';
 export { planChanges } from './reconcile/plan-changes.js';
 export type { PlanReport, RunPlanItem } from './reconcile/plan-changes.js';
 export { nodeRunSpec } from './reconcile/dag-plan.js';
+export { childName } from './reconcile/dag-plan.js';
 export { resolveCodeRefs } from './reconcile/desired.js';
 export { planContextOf } from './reconcile/plan-context.js';
 export { RECONCILE_ANNOTATION, RETRY_ANNOTATION } from './reconcile/run-plan.js';

@@ -10,6 +10,7 @@ import {
   formatMoney,
   graphOf,
   runCost,
+  runUsage,
   type Attempt,
   type DagStatusDoc,
   type RunStatusDoc,
@@ -120,6 +121,11 @@ function runHeader(r: StatusReader, name: string, doc: RunStatusDoc): string[] {
   if (total !== undefined)
     out.push(
       safe`Cost:         ${formatMoney(total)} over ${st.attempts.filter((a) => a.price).length} priced attempt(s) (hours × the backend's costPerHour)`,
+    );
+  const used = runUsage(doc, {}, Date.now());
+  if (used.gpuHours > 0)
+    out.push(
+      `GPU-hours:    ${used.gpuHours.toFixed(2)} (${used.hours.toFixed(2)} h run × the GPUs it holds)`,
     );
   return out;
 }

@@ -9,17 +9,26 @@ import {
   SpecsRepo,
   StatusWriter,
   TreeListingCache,
+  askQuotes,
   backendInfoOf,
+  backendRecords,
   checkTrustedSigners,
+  childName,
+  formatMoney,
   infraSourceFor,
   loadSpecs,
   nodeRunSpec,
   planChanges,
   planContextOf,
+  planCosts,
+  runRecords,
   storeTarget,
   verifyHead,
   type Dag,
   type InfraOption,
+  type Backend,
+  type PlanCost,
+  type StartingRun,
   type DagStatusDoc,
   type LoadResult,
   type PlanReport,
@@ -78,6 +87,10 @@ export function registerPlan(program: Command, io: Io): void {
       '--admin-signers <file>',
       "the controller's admin signers file: Backends and Storage as of HEAD's newest admin-signed commit",
     )
+    .option(
+      '--no-quotes',
+      'stay offline: price Vast.ai runs by capabilities.costPerHour instead of asking for the cheapest fitting offer',
+    )
     .addOption(
       new Option('-o, --output <format>', 'output format')
         .choices(['text', 'markdown', 'json'])
@@ -108,6 +121,8 @@ interface PlanOpts {
   trustedSigners?: string;
   infraDir?: string;
   adminSigners?: string;
+  /** Ask backends that quote (Vast.ai) for a price; `--no-quotes` clears it. */
+  quotes: boolean;
 }
 
 type Git = SpecsRepo['git'];
@@ -137,7 +152,13 @@ async function planAction(io: Io, opts: PlanOpts): Promise<void> {
     const verdict = signers
       ? await verifyHead(new CommitVerifier(signers, git.gitdir), head, anchor)
       : undefined;
-    const backends = [...acted.backends].map(([name, { obj }]) => backendInfoOf(name, obj.spec));
+    const runDocs = status.names('Run').map((n) => status.get<RunStatusDoc>('Run', n)!);
+    // What the controller learns from the status branch: each backend's preemptions (optimize).
+    const records = backendRecords(runDocs);
+    const backends = [...acted.backends].map(([name, { obj }]) => {
+      const record = records.get(name);
+      return { ...backendInfoOf(name, obj.spec), ...(record ? { record } : {}) };
+    });
     const storage = acted.storage;
     // The controller's own context builder: what adv plan cannot know (secrets, other
     // repositories' code) is left out, and such runs are planned as the controller's first pass would.
@@ -158,7 +179,18 @@ async function planAction(io: Io, opts: PlanOpts): Promise<void> {
       ctx,
       ...(storage ? { storeUrl: storeTarget(storage, '.', io.env).url } : {}),
     });
-    printPlan(io, opts, report, baseRef, verdict);
+    const starting = startingRuns(report, h);
+    const objs = new Map<string, Backend>([...acted.backends].map(([name, { obj }]) => [name, obj]));
+    const quotes = opts.quotes
+      ? await askQuotes(starting, objs, { secret: (n) => io.env[n], env: io.env })
+      : undefined;
+    const cost = planCosts(starting, {
+      backends,
+      status: (n) => status.get<RunStatusDoc>('Run', n),
+      history: runRecords(runDocs),
+      ...(quotes ? { quotes } : {}),
+    });
+    printPlan(io, opts, report, baseRef, verdict, cost);
   } finally {
     await repo.close();
   }
@@ -223,6 +255,27 @@ function runSpecsOf(h: LoadResult): RunSpec[] {
   );
 }
 
+/**
+ * The runs the plan would start (or restart) on a backend, with their spec where HEAD has it: a
+ * Run's, or a DAG node's run spec (a Sweep point's is left out: it is priced, its hours unknown).
+ */
+function startingRuns(r: PlanReport, h: LoadResult): StartingRun[] {
+  const runs = new Map<string, { spec: RunSpec; labels?: Record<string, string> | undefined }>();
+  for (const o of h.objects) {
+    if (o.kind === 'Run')
+      runs.set(o.name, { spec: (o.object as Run).spec, labels: (o.object as Run).metadata.labels });
+    if (o.kind !== 'DAG') continue;
+    const dag = (o.object as Dag).spec;
+    for (const n of dag.nodes)
+      runs.set(childName(o.name, n.id), { spec: nodeRunSpec(o.name, dag, n, undefined) });
+  }
+  return r.runs.flatMap((x) => {
+    if ((x.change !== 'start' && x.change !== 'restart') || !x.backend) return [];
+    const run = x.sweep ? undefined : runs.get(x.run);
+    return [{ run: x.run, backend: x.backend, spec: run?.spec, labels: run?.labels }];
+  });
+}
+
 /** HEAD's load errors and the infra source's, as plan lines with their fixes. */
 function planErrors(
   h: LoadResult,
@@ -253,13 +306,14 @@ function printPlan(
   report: PlanReport,
   baseRef: string,
   verdict: Verdict | undefined,
+  cost: PlanCost,
 ): void {
   const text =
     opts.output === 'json'
-      ? JSON.stringify(verdict ? { ...report, verification: verdict } : report, null, 2) + '\n'
+      ? JSON.stringify({ ...report, ...(verdict ? { verification: verdict } : {}), cost }, null, 2) + '\n'
       : opts.output === 'markdown'
-        ? renderMarkdown(report, baseRef, opts.head, verdict)
-        : renderText(report, baseRef, opts.head, colours(io.stdout, io.env), verdict);
+        ? renderMarkdown(report, baseRef, opts.head, verdict) + costMarkdown(cost)
+        : renderText(report, baseRef, opts.head, colours(io.stdout, io.env), verdict) + costText(cost);
   io.stdout.write(text);
   if (verdict && !verdict.ok)
     throw new AdvError(ErrorCode.SpecInvalid, `the controller would not act on ${opts.head}`, {
@@ -414,4 +468,51 @@ function sweepLines(r: PlanReport): string[] {
       `${s.change.padEnd(7)} ${s.sweep}: ${s.added.length} point${s.added.length === 1 ? '' : 's'} added, ${s.cancelled.length} cancelled; ${s.summary} (${s.file})`,
     ),
   );
+}
+
+/** A cost line's cells: backend, price/h, expected hours, expected cost (`unknown` said as such). */
+function costCells(l: PlanCost['runs'][number]): [string, string, string, string, string] {
+  const price =
+    l.perHour === undefined
+      ? 'no price'
+      : `$${formatMoney(l.perHour)}/h${l.priceFrom === 'costPerHour' ? '' : ` (${l.priceFrom})`}`;
+  const hours = l.hours === undefined ? `unknown (${l.hoursFrom})` : `${l.hours.toFixed(1)} h`;
+  const cost = l.cost === undefined ? 'unknown' : `$${formatMoney(l.cost)}`;
+  return [l.backend, price, hours, cost, l.priceNote ?? ''];
+}
+
+const totalLine = (c: PlanCost) =>
+  `Expected cost: $${formatMoney(c.total.cost)}${c.total.unknown ? ` + ${c.total.unknown} run${c.total.unknown === 1 ? '' : 's'} of unknown cost` : ''}.`;
+
+/** The text plan's cost section: one line per run it would start, then the total. */
+function costText(c: PlanCost): string {
+  if (!c.runs.length) return '';
+  const w = Math.max(...c.runs.map((l) => printable(l.run).length));
+  const lines = c.runs.map((l) => {
+    const [backend, price, hours, cost, note] = costCells(l);
+    return printable(
+      `  ${l.run.padEnd(w)}  on ${backend}: ${price}, ${hours}, ${cost}${note ? `  (${note})` : ''}`,
+    );
+  });
+  return ['', 'Cost (runs to start):', ...lines, totalLine(c), ''].join('\n');
+}
+
+/** The Markdown plan's cost table. */
+function costMarkdown(c: PlanCost): string {
+  if (!c.runs.length) return '';
+  const rows = c.runs.map((l) => {
+    const [backend, price, hours, cost, note] = costCells(l);
+    return `| ${cell(code(l.run))} | ${cell(code(backend))} | ${md(price)} | ${md(hours)} | ${md(cost)} | ${md(note)} |`;
+  });
+  return [
+    '',
+    '**Cost** (runs to start)',
+    '',
+    '| run | backend | price | expected hours | expected cost | note |',
+    '|---|---|---|---|---|---|',
+    ...rows,
+    '',
+    `**${totalLine(c)}**`,
+    '',
+  ].join('\n');
 }

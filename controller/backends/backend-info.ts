@@ -24,4 +24,23 @@ export interface BackendInfo {
   reservedGpus?: number;
   /** Set while the backend has failed several runs in a row (its status file says which). */
   degraded?: string;
+  /** Its preemptions and restart time over every run's attempts (status branch), for `policy.optimize`. */
+  record?: BackendRecord;
+}
+
+/** One backend's record over every run's finished attempts there. */
+export interface BackendRecord {
+  /** Finished attempts that started running there. */
+  attempts: number;
+  /** Of those, the ones that ended preempted. */
+  preemptions: number;
+  /** Hours those attempts ran (start to end). */
+  hours: number;
+  /** Mean seconds from submission to start (what a restart costs before work goes on); 0 unknown. */
+  startupSec: number;
+  /**
+   * What its priced attempts were billed per GPU-hour (runs with GPUs), for a Backend that declares
+   * no `costPerHour` (a Vast.ai instance reports its own rate); absent when none was priced.
+   */
+  gpuHourPrice?: number;
 }

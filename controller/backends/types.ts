@@ -374,6 +374,12 @@ export interface BackendDescriptor<
    * traits (validating YAML) loads no adapter and none of its clients.
    */
   create?(spec: BackendObject, ctx: BackendContext): Backend | Promise<Backend>;
+  /**
+   * What `run` would cost per hour here, asked of the backend itself (a marketplace's cheapest
+   * fitting offer) before anything is submitted; absent: the Backend's `capabilities.costPerHour`
+   * is the price. Loaded lazily like `create`; never throws (a failed quote says why).
+   */
+  quote?(spec: BackendObject, run: RunSpec, src: QuoteSources): Promise<Quote>;
   traits: BackendTraits;
 }
 
@@ -392,6 +398,18 @@ export interface AdapterDescriptor<
 export interface BackendSchemaPart {
   readonly type: string;
   readonly settings?: BackendSettings | undefined;
+}
+
+/** A backend's answer to "what would this run cost per hour on you": a price, or why there is none. */
+export type Quote = { perHour: number; note: string } | { error: string };
+
+/** Where a quote's API key and URL come from (for `adv plan`, the CLI's environment). */
+export interface QuoteSources {
+  /** The value of a secret by name (`apiKeySecret`), or undefined when it is not set. */
+  secret(name: string): string | undefined;
+  /** `VAST_URL`, where set (the fake in tests; a proxy). */
+  env: NodeJS.ProcessEnv;
+  logger?: Logger;
 }
 
 /** A list of backend types: the registry's `BACKENDS`, or that plus types a test registers. */

@@ -20,6 +20,7 @@ import type { Attempt, RunStatusDoc } from '../status/types.js';
 import { CSS, JS } from './assets.js';
 import { compareData, DEFAULT_POINTS, MAX_COMPARE_RUNS, MAX_POINTS, runMetricsData } from './metrics.js';
 import { compareView, dagView, notFoundView, overviewView, page, runView, type View } from './pages.js';
+import { costQuery, costView } from './cost-page.js';
 import { PLOTS_CSS, PLOTS_JS, uplotAssets } from './plots.js';
 
 export { esc, html, Html } from './html.js';
@@ -215,7 +216,16 @@ async function routeRequest(r: PageRequest): Promise<void> {
   if (top === 'runs' && name !== undefined && !extra.length) return sendRun(r, name, sub);
   if (top === 'dags' && name !== undefined && sub === undefined) return sendDag(r, name);
   if (top === 'compare' && r.parts.length === 1) return sendCompare(r);
+  if (top === 'cost' && r.parts.length === 1) return sendCost(r);
   notFound(r, `No page ${r.path}.`);
+}
+
+/** Money and GPU-hours per run and per label value (`?by=team&since=…&until=…`). */
+function sendCost(r: PageRequest): void {
+  const q = costQuery(r.url);
+  if (typeof q === 'string')
+    return r.api ? sendJson(r.res, 400, { error: q }) : send(r.res, 400, TEXT, `${q}\n`);
+  sendView(r, costView(r.c, q, r.now), `/ui/api/cost${r.url.search}`);
 }
 
 const ASSETS: Record<string, { type: string; body: () => string }> = {

@@ -168,7 +168,7 @@ ${
     : ''
 }</head>
 <body${opts.api ? html` data-api="${opts.api}" data-refresh-ms="${opts.refreshMs}"` : ''}>
-<header><a class="brand" href="/ui/">AdventureTime</a><a href="/ui/">Overview</a><span class="muted">read-only</span><span id="live" class="live"></span></header>
+<header><a class="brand" href="/ui/">AdventureTime</a><a href="/ui/">Overview</a><a href="/ui/cost">Cost</a><span class="muted">read-only</span><span id="live" class="live"></span></header>
 <main>
 ${body}
 </main>

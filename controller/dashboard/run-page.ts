@@ -5,6 +5,7 @@
 import type { Controller } from '../controller.js';
 import { age } from '../status/age.js';
 import { attemptCost, formatCost, formatMoney, runCost } from '../status/cost.js';
+import { gpusOf, runUsage } from '../cost/usage.js';
 import type { Attempt, RunStatusDoc } from '../status/types.js';
 import { html, phaseClass, type Html } from './html.js';
 import {
@@ -140,6 +141,14 @@ function totalCost(attempts: RunStatusDoc['status']['attempts'], now: number): s
   return total === undefined ? undefined : `${formatMoney(total)} (hours × costPerHour)`;
 }
 
+/** GPU-hours the run's attempts held (hours run × GPUs × nodes), when it asks for GPUs. */
+function gpuHours(doc: RunStatusDoc, now: number): string | undefined {
+  const u = runUsage(doc, {}, now);
+  return u.gpuHours > 0
+    ? `${u.gpuHours.toFixed(2)} (${u.hours.toFixed(2)} h × ${gpusOf(doc)} GPUs)`
+    : undefined;
+}
+
 function runSummary(doc: RunStatusDoc, now: number): Html {
   const st = doc.status;
   const last = st.attempts.at(-1);
@@ -159,6 +168,7 @@ function runSummary(doc: RunStatusDoc, now: number): Html {
       ],
       ['Last heartbeat', st.lastHeartbeat ? `${age(st.lastHeartbeat, now)} ago` : undefined],
       ['Cost', totalCost(st.attempts, now)],
+      ['GPU-hours', gpuHours(doc, now)],
       ['Next attempt after', st.nextAttemptAfter ? when(st.nextAttemptAfter, now) : undefined],
       [
         'Created',

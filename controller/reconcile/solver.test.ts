@@ -557,4 +557,80 @@ describe('solve', () => {
     expect(freeGpus({ freeGpus: 0, gpus: [], note: 'nvidia-smi is not available' })).toBeUndefined();
     expect(freeGpus(undefined)).toBeUndefined();
   });
+
+  describe('policy.optimize', () => {
+    // Two backends at the same price; vast-a preempted 6 of 12 one-hour attempts in the history.
+    const rec = { attempts: 12, preemptions: 6, hours: 12, startupSec: 120 };
+    const pair = [
+      b('vast-a', { type: 'ssh', priority: 10, capabilities: { costPerHour: 2 } }, { record: rec }),
+      b('vast-b', { type: 'ssh', priority: 0, capabilities: { costPerHour: 2 } }),
+    ];
+    const withPolicy = (optimize: 'order' | 'cost' | 'time', extra: Partial<RunSpec> = {}) =>
+      run({ policy: { optimize, checkpointIntervalSec: 3600 }, ...extra });
+
+    it('order (the default) keeps the priority order whatever the history says', () => {
+      expect(solve(withPolicy('order'), pair, [], T0).backend).toBe('vast-a');
+      expect(solve(run({}), pair, [], T0).backend).toBe('vast-a');
+    });
+
+    it('cost picks the backend that preempts less at the same price, and says why', () => {
+      const d = solve(withPolicy('cost'), pair, [], T0);
+      expect(d.backend).toBe('vast-b');
+      // Per hour of work (no step rate yet): vast-b $2, vast-a 2 × (1 + 0.5/h × (0.5 h + 2 min)).
+      expect(d.why).toBe(
+        'vast-b: chosen (optimize: cost) — expected $2.00/h of work vs vast-a $2.53/h of work (vast-a preempted 0.5×/h over 12 attempts)',
+      );
+    });
+
+    it('time ranks by expected hours; with the run length known the figures are totals', () => {
+      // The run's own attempt measured 100 steps in 1000 s: 900 steps left = 2.5 h of work.
+      const own: Attempt = {
+        ...ended(1, 'vast-b', EndClass.Infrastructure, 3600 * 24),
+        startStep: 0,
+        lastStep: 100,
+      };
+      own.lastStepAt = new Date(Date.parse(own.startedAt!) + 1000_000).toISOString();
+      own.finishedAt = own.lastStepAt;
+      const d = solve(withPolicy('time', { totalSteps: 1000 }), pair, [own], T0);
+      expect(d.backend).toBe('vast-b');
+      expect(d.why).toMatch(/^vast-b: chosen \(optimize: time\) — expected 2\.5 h vs vast-a 3\.\d h/);
+    });
+
+    it('a cheaper backend wins on cost even if it preempts; an unpriced one goes last', () => {
+      const cheap = b('cheap', { type: 'ssh', capabilities: { costPerHour: 1 } }, { record: rec });
+      const free = b('unpriced', { type: 'ssh', priority: 50 });
+      const d = solve(withPolicy('cost'), [free, ...pair, cheap], [], T0);
+      expect(d.backend).toBe('cheap');
+      expect(d.why).toContain('unpriced no price');
+    });
+
+    it('a backend without costPerHour is ranked at the price it billed before, and says so', () => {
+      const vast = (name: string, gpuHourPrice: number, r = {}) =>
+        b(
+          name,
+          { type: 'ssh' },
+          { record: { attempts: 4, preemptions: 0, hours: 4, startupSec: 0, gpuHourPrice, ...r } },
+        );
+      const d = solve(
+        withPolicy('cost', { resources: { gpus: 2 } }),
+        [vast('vast-a', 1), vast('vast-b', 0.8)],
+        [],
+        T0,
+      );
+      expect(d.backend).toBe('vast-b');
+      expect(d.why).toBe(
+        'vast-b: chosen (optimize: cost) — expected $1.60/h of work (at its recorded price) vs vast-a $2.00/h of work (at its recorded price)',
+      );
+    });
+
+    it('a backend that cannot start now gives way to the next in the ranking', () => {
+      const full = [
+        b('vast-b', { type: 'ssh', capabilities: { costPerHour: 2 }, maxConcurrent: 1 }, { active: 1 }),
+        pair[0]!,
+      ];
+      const d = solve(withPolicy('cost'), full, [], T0);
+      expect(d.backend).toBe('vast-a');
+      expect(d.why).toContain('vast-b: full (1 of 1 running)');
+    });
+  });
 });

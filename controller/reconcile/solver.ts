@@ -8,7 +8,9 @@
  *    type alternatives, nodes, the declared checkpoint mode, VRAM, RAM, CUDA. What a backend's type can do comes from its
  *    descriptor's traits; the solver never asks for a type by name.
  * 3. Soft order: a backend that just preempted or failed this run (cool-down, SkyPilot's "eager
- *    next region") and a degraded backend go after the others; `preferCuda` puts CUDA first.
+ *    next region") and a degraded backend go after the others; `preferCuda` puts CUDA first;
+ *    `policy.optimize: cost|time` then ranks by expected cost or hours, counting the work each
+ *    backend's preemptions lose (`BackendInfo.record`, learned from the status branch; cost/estimate.ts).
  * 4. The first candidate that can start now (free GPUs where `capacity()` tells, below
  *    `maxConcurrent`) wins. If none can, the run queues on the candidate with the most GPUs among
  *    those that hold jobs in their own queue (a scheduler such as SLURM keeps the job until it
@@ -18,6 +20,15 @@ import { modeRefusal } from '../backends/checkpoint-mode.js';
 import { describeTpuSlice, parseTpuType, tpuSliceMismatch, type TpuSlice } from '../backends/tpu-slice.js';
 import type { BackendInfo } from '../backends/backend-info.js';
 import { declaredGpuTypes, type Capacity } from '../backends/types.js';
+import {
+  expectations,
+  expectedHours,
+  explainChoice,
+  goalKey,
+  type Expectation,
+  type Goal,
+} from '../cost/estimate.js';
+import { secondsPerStep } from '../cost/history.js';
 import type { RunSpec } from '../spec/schema.js';
 import type { Attempt } from '../status/types.js';
 import { EndClass } from '../status/types.js';
@@ -123,19 +134,25 @@ export function solve(
       wait: 'NoBackend',
     };
   }
-  // Stable: healthy before demoted, CUDA first when preferred, otherwise the order above.
+  // Stable: healthy before demoted, CUDA first when preferred, then by the optimize goal,
+  // otherwise the order above.
   const rank = (c: Candidate) =>
     (c.demoted.length ? 2 : 0) + (cons.preferCuda && c.b.spec.capabilities?.cuda !== true ? 1 : 0);
+  const goal =
+    spec.policy?.optimize === 'cost' || spec.policy?.optimize === 'time' ? spec.policy.optimize : undefined;
+  const expected = goal ? expectationsOf(spec, history, feasible) : undefined;
+  const key = (c: Candidate) => (goal && expected ? goalKey(expected.get(c.b.name)!, goal) : 0);
   const sorted = feasible
     .map((c, i) => ({ c, i }))
-    .sort((x, y) => rank(x.c) - rank(y.c) || x.i - y.i)
+    .sort((x, y) => rank(x.c) - rank(y.c) || key(x.c) - key(y.c) || x.i - y.i)
     .map(({ c }) => c);
 
   for (const c of sorted) {
     const note = c.demoted.length ? ` (${c.demoted.join('; ')})` : '';
     if (c.now.ok) {
       const free = c.now.free !== undefined ? `, ${c.now.free} free` : '';
-      verdicts.set(c.b.name, `chosen${free}${note}`);
+      const why = goal && expected ? ` ${explainOptimized(goal, c, sorted, expected)}` : '';
+      verdicts.set(c.b.name, `chosen${free}${why}${note}`);
       return { backend: c.b.name, why: verdicts.say(c.b.name), gpus: ask.gpus * ask.nodes };
     }
     verdicts.evaluated.add(c.b.name);
@@ -152,6 +169,47 @@ export function solve(
     return { backend: queue.b.name, why: verdicts.say(), gpus: 0 };
   }
   return { why: verdicts.say(), wait: 'NoCapacity' };
+}
+
+/**
+ * Each feasible backend's expected hours and cost for the run: the work left from its own measured
+ * step rate and `totalSteps` (per hour of work when unknown), stretched by the backend's preemptions.
+ */
+function expectationsOf(
+  spec: RunSpec,
+  history: readonly Attempt[],
+  feasible: readonly Candidate[],
+): Map<string, Expectation> {
+  const rate = secondsPerStep(history);
+  const done = Math.max(0, ...history.map((a) => a.lastStep ?? 0));
+  const work = expectedHours(
+    spec,
+    rate === undefined ? undefined : { secondsPerStep: rate, from: 'own' },
+    done,
+  );
+  const list = expectations(
+    spec,
+    history,
+    feasible.map((c) => c.b),
+    work,
+  );
+  return new Map(list.map((e) => [e.name, e]));
+}
+
+/** The chosen candidate's figures beside the other feasible ones' (ranked order). */
+function explainOptimized(
+  goal: Goal,
+  chosen: Candidate,
+  sorted: readonly Candidate[],
+  expected: ReadonlyMap<string, Expectation>,
+): string {
+  const others = sorted.filter((c) => c !== chosen).map((c) => expected.get(c.b.name)!);
+  return explainChoice(
+    goal,
+    expected.get(chosen.b.name)!,
+    others,
+    new Map(sorted.map((c) => [c.b.name, c.b])),
+  );
 }
 
 /** Verdicts by backend, said in the order the backends were walked (up to the chosen one). */

@@ -326,6 +326,12 @@ export const PolicySchema = strict(
     ),
     checkpoints: optional(RetentionSchema),
     retryOn: optional(RetryOnSchema),
+    optimize: optional(
+      StringEnum(
+        ['order', 'cost', 'time'],
+        "How the solver ranks the backends that can take the run: `order` (default) by `backendSelector.order` or priority; `cost` by expected cost, `time` by expected finish, each counting the work a backend's preemptions lose (its preemption rate from the status branch × half the checkpoint interval, plus its restart time). The attempt's `why` gives the figures.",
+      ),
+    ),
   },
   'Retry, checkpoint and guardrail policy.',
 );

@@ -11,10 +11,14 @@ export interface Cost {
   perHour: number;
 }
 
+/** When a priced attempt began billing (`price.from`): its submission or its start; undefined before. */
+export const billedFrom = (a: Attempt): string | undefined =>
+  a.price?.from === 'submitted' ? (a.submittedAt ?? a.startedAt) : a.startedAt;
+
 /** The attempt's cost so far; undefined when its backend has no price or it has not begun billing. */
 export function attemptCost(a: Attempt, nowMs: number): Cost | undefined {
   if (!a.price) return undefined;
-  const from = a.price.from === 'submitted' ? (a.submittedAt ?? a.startedAt) : a.startedAt;
+  const from = billedFrom(a);
   if (!from) return undefined;
   const end = a.finishedAt ? Date.parse(a.finishedAt) : nowMs;
   const hours = Math.max(0, end - Date.parse(from)) / 3_600_000;

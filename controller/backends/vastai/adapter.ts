@@ -46,6 +46,7 @@ import {
   type VastOffer,
 } from './client.js';
 import { offerQuery } from './query.js';
+import { offerNeedsFor, rentsInterruptible } from './quote.js';
 import {
   DEFAULT_BID_MARGIN_PCT,
   DEFAULT_DISK_GB,
@@ -191,7 +192,7 @@ class VastCloud implements MachineCloud<VastInstance, number> {
 
   /** Rents the cheapest offer that fits and is still there, avoiding `excluded` machines; its id. */
   private async rent(job: JobRequest, excluded: readonly number[]): Promise<number> {
-    const interruptible = this.settings.interruptible === true && job.spec.policy?.preemptible === true;
+    const interruptible = rentsInterruptible(this.settings, job.spec);
     const offers = await this.offers(job, interruptible, excluded);
     const tried: string[] = [];
     for (const offer of offers) {
@@ -239,26 +240,7 @@ class VastCloud implements MachineCloud<VastInstance, number> {
     interruptible: boolean,
     excluded: readonly number[],
   ): Promise<VastOffer[]> {
-    const r = job.spec.resources ?? {};
-    const cons = job.spec.backendSelector?.constraints ?? {};
-    const query = offerQuery({
-      gpus: r.gpus || this.settings.numGpus || 0,
-      ...(r.gpuType
-        ? { gpuType: r.gpuType }
-        : this.settings.gpuName
-          ? { gpuType: this.settings.gpuName }
-          : {}),
-      ...(cons.minVramGiB !== undefined ? { minVramGiB: cons.minVramGiB } : {}),
-      ...(cons.minRamGiB !== undefined ? { minRamGiB: cons.minRamGiB } : {}),
-      ...(this.settings.minReliability !== undefined ? { minReliability: this.settings.minReliability } : {}),
-      diskGB: this.settings.diskGiB ?? DEFAULT_DISK_GB,
-      ...(this.settings.minCuda !== undefined ? { minCuda: this.settings.minCuda } : {}),
-      ...(this.settings.maxDollarsPerHour !== undefined
-        ? { maxDollarsPerHour: this.settings.maxDollarsPerHour }
-        : {}),
-      verifiedOnly: this.settings.verifiedOnly ?? true,
-      interruptible,
-    });
+    const query = offerQuery(offerNeedsFor(this.settings, job.spec, interruptible));
     const offers = await this.api.searchOffers(query);
     return offers.filter((o) => !excluded.includes(o.machine_id));
   }

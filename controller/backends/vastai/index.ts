@@ -29,4 +29,9 @@ export const vastaiBackend: BackendDescriptor<'vastai', typeof vastaiSettings> =
     const { VastBackend } = await import('./adapter.js');
     return new VastBackend(spec.metadata.name, spec.spec, ctx);
   },
+  // The cheapest fitting offer's price, for `adv plan`; loaded as lazily as the adapter.
+  async quote(spec, run, src) {
+    const { quoteVast } = await import('./quote.js');
+    return quoteVast(spec.spec.vastai!, run, src);
+  },
 };

@@ -1,8 +1,10 @@
 /**
  * The backends as the planners see them in a pass: each adapter's traits and usability, its live
  * attempts, what `capacity()` said lately, and whether it is degraded; and, after planning, each
- * backend's status document. Failure streaks are recomputed only after an attempt ended.
+ * backend's status document. Failure streaks and preemption records are recomputed only after an
+ * attempt ended.
  */
+import { backendRecords, type BackendRecord } from '../../cost/history.js';
 import type { BackendInfo } from '../../reconcile/solver.js';
 import type { StatusWriter } from '../../status/writer.js';
 import type { BackendStatusDoc, RunStatusDoc } from '../../status/types.js';
@@ -12,6 +14,7 @@ import type { LiveAttempt, Observer } from './observer.js';
 
 export class BackendView {
   private streaks: Map<string, FailureStreakEntry[]> | undefined;
+  private records: Map<string, BackendRecord> | undefined;
 
   constructor(
     private readonly adapters: BackendAdapters,
@@ -22,6 +25,15 @@ export class BackendView {
   /** An attempt ended or a submission failed: streaks are recomputed when next asked. */
   attemptsChanged(): void {
     this.streaks = undefined;
+    this.records = undefined;
+  }
+
+  /** Each backend's preemptions per attempt-hour and restart time, over every run's attempts. */
+  private backendRecords(): Map<string, BackendRecord> {
+    this.records ??= backendRecords(
+      this.status.names('Run').map((n) => this.status.get<RunStatusDoc>('Run', n)!),
+    );
+    return this.records;
   }
 
   private failureStreaks(): Map<string, FailureStreakEntry[]> {
@@ -35,6 +47,9 @@ export class BackendView {
   infos(live: readonly LiveAttempt[]): BackendInfo[] {
     const active = countByBackend(live);
     const streaks = this.failureStreaks();
+    // Walked only when a run asks for policy.optimize (the solver's one reader), then kept until
+    // an attempt ends: a pass of runs that never ask does no more work than before.
+    const records = () => this.backendRecords();
     return this.adapters.infos().map((info) => {
       const capacity = this.observer.capacity(info.name);
       const degraded = degradedWhy(streaks.get(info.name), info.spec.degradeAfterFailures);
@@ -43,6 +58,9 @@ export class BackendView {
         active: active.get(info.name) ?? 0,
         ...(capacity ? { capacity } : {}),
         ...(degraded ? { degraded } : {}),
+        get record() {
+          return records().get(info.name);
+        },
       };
     });
   }
