@@ -16,6 +16,9 @@ import { ckptPrefix, type CheckpointManifest } from './checkpoint.js';
 import { distributedEnv, type Topology } from './dist-env.js';
 import { downloadOutput } from './artifacts.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
+import { BlobCache, cacheOptionsFromEnv, datasetCacheDir } from './datasets/cache.js';
+import { parseDatasetInputs } from './datasets/contract.js';
+import { materialiseDatasets } from './datasets/materialise.js';
 import { planSession, sessionOutcome, type Session } from './exec-setup.js';
 import { exitRecord, signalNumber } from './exit-record.js';
 import { LEASE_FILE, watchLease } from './lease.js';
@@ -313,8 +316,40 @@ async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
       return fail(1, ExitReason.Error, `input ${name} could not be fetched: ${(e as Error).message}`);
     }
   }
+  const datasets = await fetchDatasets(ctx, inputsRoot);
+  if (datasets) return fail(1, ExitReason.InputsFailed, datasets);
   if (fwd.stopSignal) return stoppedEarly();
   return { cwd, outputs };
+}
+
+/**
+ * The run's datasets (`ADV_DATASETS`) into `<inputs>/<as>/` through the host cache, with progress
+ * in the heartbeat; what went wrong, if anything (the attempt then ends as an infrastructure
+ * failure: the data's host or store failed, not the run's code).
+ */
+async function fetchDatasets(ctx: Ctx, inputsRoot: string): Promise<string | undefined> {
+  const env = { ...process.env, ...ctx.opts.env };
+  try {
+    const inputs = parseDatasetInputs(env.ADV_DATASETS);
+    if (!inputs.length) return undefined;
+    const cache = new BlobCache(datasetCacheDir(env), cacheOptionsFromEnv(env));
+    const { env: dirs } = await materialiseDatasets(inputs, {
+      store: ctx.opts.store,
+      cache,
+      inputsDir: inputsRoot,
+      log: ctx.log,
+      onProgress: (p) => {
+        ctx.worker?.datasetProgress(p);
+        ctx.opts.progress?.(p.dataset, p.bytes, p.total);
+      },
+    });
+    Object.assign(ctx.contract, dirs);
+    return undefined;
+  } catch (e) {
+    return `the datasets could not be fetched: ${(e as Error).message}`;
+  } finally {
+    ctx.worker?.datasetProgress(undefined);
+  }
 }
 
 /** Rejects once `signal` aborts (never resolves). */

@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { uploadOutput } from '../artifacts.js';
+import { heartbeatKey, type Heartbeat } from '../heartbeat.js';
+import { FileStore } from '../store/file.js';
+import { Worker } from '../worker.js';
+import { waitFor } from '../../test/helpers/wait.js';
+import { BlobCache } from './cache.js';
+import { contentDigest, pushedPrefix, type DatasetFile, type DatasetInput } from './contract.js';
+import { materialiseDatasets, type DatasetProgress } from './materialise.js';
+
+const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
+
+let dir: string;
+let store: FileStore;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'adv-mat-'));
+  store = new FileStore(join(dir, 'store'));
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+/** Pushes files as `adv dataset push` does: files under the content's prefix, manifest last. */
+async function push(name: string, files: Record<string, string>): Promise<DatasetInput> {
+  const list: DatasetFile[] = Object.entries(files).map(([path, body]) => ({
+    path,
+    size: Buffer.byteLength(body),
+    sha256: sha(body),
+  }));
+  const digest = contentDigest(list);
+  const prefix = pushedPrefix(name, digest);
+  for (const [path, body] of Object.entries(files)) await store.put(prefix + path, body);
+  const totalBytes = list.reduce((n, f) => n + f.size, 0);
+  const manifest = {
+    apiVersion: 'adventuretime.dev/v1alpha1',
+    kind: 'DatasetManifest',
+    name,
+    digest,
+    totalBytes,
+    files: list,
+  };
+  await store.put(prefix + 'manifest.json', JSON.stringify(manifest));
+  return { as: 'data', dataset: `${name}@1`, digest, source: { store: { prefix } } };
+}
+
+const opts = (over: Partial<Parameters<typeof materialiseDatasets>[1]> = {}) => ({
+  store,
+  cache: new BlobCache(join(dir, 'cache')),
+  inputsDir: join(dir, 'job', 'inputs'),
+  log: () => {},
+  ...over,
+});
+
+describe('materialiseDatasets', () => {
+  it('links a pushed dataset from the cache into inputs/<as>/; a second job moves no bytes', async () => {
+    const input = await push('toy', { 'a.txt': 'alpha', 'sub/b.txt': 'beta', 'sub/c.txt': 'alpha' });
+    const seen: DatasetProgress[] = [];
+    const first = await materialiseDatasets([input], opts({ onProgress: (p) => seen.push(p) }));
+    expect(first.moved).toBe(9); // alpha once (a.txt and sub/c.txt share it), beta once
+    const d = first.env.ADV_INPUT_data_DIR!;
+    expect(d).toBe(join(dir, 'job', 'inputs', 'data'));
+    expect(readFileSync(join(d, 'sub', 'b.txt'), 'utf8')).toBe('beta');
+    expect(seen.at(-1)).toEqual({ dataset: 'toy@1', bytes: 14, total: 14 });
+    // The job's file is the cache's blob (a hard link), not a copy.
+    const blob = new BlobCache(join(dir, 'cache')).blobPath(sha('alpha'));
+    expect(statSync(join(d, 'a.txt')).ino).toBe(statSync(blob).ino);
+    const second = await materialiseDatasets([input], opts({ inputsDir: join(dir, 'job2', 'inputs') }));
+    expect(second.moved).toBe(0);
+    expect(readFileSync(join(second.env.ADV_INPUT_data_DIR!, 'sub', 'c.txt'), 'utf8')).toBe('alpha');
+  });
+
+  it('refuses a manifest whose files do not hash to the pinned digest, naming the dataset', async () => {
+    const input = await push('toy', { 'a.txt': 'alpha' });
+    const other = contentDigest([{ path: 'a.txt', size: 1, sha256: sha('x') }]);
+    await expect(materialiseDatasets([{ ...input, digest: other }], opts())).rejects.toThrow(
+      `dataset toy@1 (input data): ${store.url}${(input.source as { store: { prefix: string } }).store.prefix} holds ${input.digest}, but the spec pins ${other}`,
+    );
+  });
+
+  it('says which dataset is missing when the push never finished', async () => {
+    const input: DatasetInput = {
+      as: 'x',
+      dataset: 'gone@2',
+      source: { store: { prefix: 'datasets/gone/ab/' } },
+    };
+    await expect(materialiseDatasets([input], opts())).rejects.toThrow(
+      /dataset gone@2 \(input x\): no manifest\.json under .*datasets\/gone\/ab\/ \(was the push finished\?\)/,
+    );
+  });
+
+  it("reads a run's output through its completion manifest", async () => {
+    const out = join(dir, 'out');
+    await mkdir(out, { recursive: true });
+    await writeFile(join(out, 'w.bin'), 'weights');
+    await uploadOutput(store, { run: 'train', output: 'model', attempt: 1, dir: out });
+    const input: DatasetInput = {
+      as: 'model',
+      dataset: 'model@1',
+      source: { output: { run: 'train', output: 'model' } },
+    };
+    const r = await materialiseDatasets([input], opts());
+    expect(await readFile(join(r.env.ADV_INPUT_model_DIR!, 'w.bin'), 'utf8')).toBe('weights');
+  });
+
+  it('the heartbeat shows the dataset being fetched while it is', async () => {
+    const w = new Worker({
+      store,
+      run: 'r',
+      attempt: 1,
+      ckptDir: join(dir, 'ckpt'),
+      log: () => {},
+      heartbeatSec: 3600,
+    });
+    w.datasetProgress({ dataset: 'toy@1', bytes: 5, total: 14 });
+    const hb = await waitFor(
+      async () => {
+        const raw = await store.get(heartbeatKey('r', 1));
+        return raw ? (JSON.parse(Buffer.from(raw).toString()) as Heartbeat) : undefined;
+      },
+      { what: 'the first heartbeat' },
+    );
+    expect(hb.fetchingDataset).toEqual({ dataset: 'toy@1', bytes: 5, total: 14 });
+    w.datasetProgress(undefined);
+    await w.finish(
+      { exitCode: 0, reason: 'Completed', startedAt: '', finishedAt: '' },
+      { workloadExitedOnItsOwn: true },
+    );
+    const last = JSON.parse(Buffer.from((await store.get(heartbeatKey('r', 1)))!).toString()) as Heartbeat;
+    expect(last.fetchingDataset).toBeUndefined();
+  });
+});
