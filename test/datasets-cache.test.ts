@@ -1,0 +1,178 @@
+/**
+ * The host's dataset cache end to end: the bundled `adv exec` (as a worker runs it, no
+ * node_modules) materialises a dataset pushed to a real S3-protocol server (s3rver), whose proxy
+ * counts the bytes of every GET by key. Two jobs on one host with one cache dir, started together,
+ * and a second attempt after them, move each object's bytes once; a dataset that is not there ends
+ * the attempt as InputsFailed, naming it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { bundleExec } from '../runtime/bundle.js';
+import {
+  contentDigest,
+  pushedPrefix,
+  type DatasetFile,
+  type DatasetInput,
+} from '../runtime/datasets/contract.js';
+import { openStore, type ObjectStore } from '../runtime/store/index.js';
+import { removeTree } from './helpers/io.js';
+import { startS3, type S3Server } from './helpers/servers/s3.js';
+
+/** One adv exec that fetches a few MiB and runs `sh`, on a loaded machine: a ceiling, not a window. */
+const JOB_MS = 60_000;
+
+let tmp: string;
+let s3: S3Server;
+let bundle: string;
+const running = new Set<ChildProcess>();
+
+beforeAll(async () => {
+  tmp = await mkdtemp(join(tmpdir(), 'adv-datasets-'));
+  s3 = await startS3();
+  // The SDK reads the credentials from the environment when a request is signed.
+  Object.assign(process.env, s3.env);
+  bundle = join(tmp, 'adv-exec.mjs');
+  await bundleExec(bundle);
+}, 180_000);
+afterEach(() => {
+  for (const c of running) c.kill('SIGKILL');
+  running.clear();
+});
+afterAll(async () => {
+  for (const k of Object.keys(s3?.env ?? {})) delete process.env[k];
+  await s3?.stop();
+  await removeTree(tmp);
+});
+
+function advExec(args: string[], env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [bundle, ...args], {
+    env: { ...process.env, ...s3.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const done = new Promise<number | null>((r) =>
+    child.on('close', (code) => {
+      running.delete(child);
+      r(code);
+    }),
+  );
+  return { done, out: () => out };
+}
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** Pushes as `adv dataset push` does: each file under the content's prefix, the manifest last. */
+async function push(store: ObjectStore, name: string, files: Record<string, Buffer>) {
+  const list: DatasetFile[] = Object.entries(files).map(([path, b]) => ({
+    path,
+    size: b.length,
+    sha256: sha(b),
+  }));
+  const digest = contentDigest(list);
+  const prefix = pushedPrefix(name, digest);
+  for (const [path, b] of Object.entries(files)) await store.put(prefix + path, b);
+  const totalBytes = list.reduce((n, f) => n + f.size, 0);
+  await store.put(
+    prefix + 'manifest.json',
+    JSON.stringify({
+      apiVersion: 'adventuretime.dev/v1alpha1',
+      kind: 'DatasetManifest',
+      name,
+      digest,
+      totalBytes,
+      files: list,
+    }),
+  );
+  return { prefix, digest };
+}
+
+describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS }, () => {
+  it('two jobs and a second attempt on one host move each object once', async () => {
+    const storePrefix = 'lab';
+    const url = s3.url(storePrefix);
+    const store = await openStore(url, { ...process.env, ...s3.env });
+    const labels = Buffer.from('cat\ndog\n');
+    const files = {
+      'shards/0.bin': randomBytes(3 * 1024 * 1024 + 17),
+      'shards/1.bin': randomBytes(1024 * 1024),
+      'labels.txt': labels,
+      'copy/labels.txt': labels, // the same content: one blob, linked twice
+    };
+    const { prefix, digest } = await push(store, 'toy', files);
+    const input: DatasetInput = { as: 'data', dataset: 'toy@1', digest, source: { store: { prefix } } };
+    const env = { ADV_DATASETS: JSON.stringify([input]), ADV_CACHE_DIR: join(tmp, 'host-cache') };
+    const script = 'cat "$ADV_INPUT_data_DIR/copy/labels.txt"; wc -c < "$ADV_INPUT_data_DIR/shards/0.bin"';
+    const job = (run: string, attempt: number) =>
+      advExec(
+        [
+          '--store',
+          url,
+          '--run',
+          run,
+          '--attempt',
+          String(attempt),
+          '--job-dir',
+          join(tmp, `${run}-${attempt}`),
+          '--',
+          'sh',
+          '-c',
+          script,
+        ],
+        env,
+      );
+    const [a, b] = [job('ra', 1), job('rb', 1)];
+    expect(await a.done, a.out()).toBe(0);
+    expect(await b.done, b.out()).toBe(0);
+    for (const j of [a, b]) expect(j.out()).toContain(`cat\ndog\n${3 * 1024 * 1024 + 17}`);
+    const key = (p: string) => `${storePrefix}/${prefix}${p}`;
+    const fetched = () => ({
+      shard0: s3.getBytes.get(key('shards/0.bin')) ?? 0,
+      shard1: s3.getBytes.get(key('shards/1.bin')) ?? 0,
+      labels: (s3.getBytes.get(key('labels.txt')) ?? 0) + (s3.getBytes.get(key('copy/labels.txt')) ?? 0),
+    });
+    expect(fetched()).toEqual({
+      shard0: files['shards/0.bin'].length,
+      shard1: 1024 * 1024,
+      labels: labels.length,
+    });
+    // A second attempt of one of them: all from the cache (only the small manifest is read again).
+    const again = job('ra', 2);
+    expect(await again.done, again.out()).toBe(0);
+    expect(again.out()).toContain('all from the host cache');
+    expect(fetched()).toEqual({
+      shard0: files['shards/0.bin'].length,
+      shard1: 1024 * 1024,
+      labels: labels.length,
+    });
+  });
+
+  it('a dataset that is not in the store ends the attempt as InputsFailed, naming it', async () => {
+    const url = s3.url('lab2');
+    const input: DatasetInput = {
+      as: 'data',
+      dataset: 'missing@3',
+      source: { store: { prefix: 'datasets/missing/00/' } },
+    };
+    const jobDir = join(tmp, 'missing');
+    const e = advExec(['--store', url, '--run', 'rm', '--attempt', '1', '--job-dir', jobDir, '--', 'true'], {
+      ADV_DATASETS: JSON.stringify([input]),
+      ADV_CACHE_DIR: join(tmp, 'host-cache'),
+    });
+    expect(await e.done, e.out()).toBe(1);
+    const rec = JSON.parse(await readFile(join(jobDir, 'exit.json'), 'utf8')) as {
+      reason: string;
+      message: string;
+    };
+    expect(rec.reason).toBe('InputsFailed');
+    expect(rec.message).toMatch(
+      /^the datasets could not be fetched: dataset missing@3 \(input data\): no manifest\.json under s3:\/\//,
+    );
+  });
+});
