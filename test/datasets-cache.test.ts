@@ -7,11 +7,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { bundleExec } from '../runtime/bundle.js';
+import { BlobCache, datasetCacheDir } from '../runtime/datasets/cache.js';
 import {
   contentDigest,
   pushedPrefix,
@@ -151,6 +152,29 @@ describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS
       shard1: 1024 * 1024,
       labels: labels.length,
     });
+  });
+
+  it('a partial blob left by a killed fetch is resumed with a range read of the rest, then verified', async () => {
+    const storePrefix = 'lab3';
+    const url = s3.url(storePrefix);
+    const store = await openStore(url, { ...process.env, ...s3.env });
+    const big = randomBytes(2 * 1024 * 1024 + 5);
+    const { prefix, digest } = await push(store, 'resume', { 'big.bin': big });
+    const cacheDir = join(tmp, 'resume-cache');
+    // What a fetcher SIGKILLed half way leaves (fetch.test.ts kills a real one): the first MiB.
+    const blob = new BlobCache(datasetCacheDir({ ADV_CACHE_DIR: cacheDir })).blobPath(sha(big));
+    await mkdir(dirname(blob), { recursive: true });
+    await writeFile(`${blob}.partial`, big.subarray(0, 1024 * 1024));
+    const input: DatasetInput = { as: 'data', dataset: 'resume@1', digest, source: { store: { prefix } } };
+    const jobDir = join(tmp, 'resume');
+    const e = advExec(['--store', url, '--run', 'rr', '--attempt', '1', '--job-dir', jobDir, '--', 'true'], {
+      ADV_DATASETS: JSON.stringify([input]),
+      ADV_CACHE_DIR: cacheDir,
+    });
+    expect(await e.done, e.out()).toBe(0);
+    expect(e.out()).toContain(`resuming at byte ${1024 * 1024}`);
+    expect(s3.getBytes.get(`${storePrefix}/${prefix}big.bin`)).toBe(big.length - 1024 * 1024);
+    expect(sha(await readFile(join(jobDir, 'inputs', 'data', 'big.bin')))).toBe(sha(big));
   });
 
   it('a dataset that is not in the store ends the attempt as InputsFailed, naming it', async () => {
