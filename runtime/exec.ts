@@ -316,9 +316,15 @@ async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
       return fail(1, ExitReason.Error, `input ${name} could not be fetched: ${(e as Error).message}`);
     }
   }
-  const datasets = await fetchDatasets(ctx, inputsRoot);
-  if (datasets) return fail(1, ExitReason.InputsFailed, datasets);
+  // A stop notice ends a long fetch at once; what was fetched stays in the host cache (a blob cut
+  // short stays `.partial`, resumed by the next fetch), and adv exec exits soon after the record.
+  const datasets = await Promise.race([
+    fetchDatasets(ctx, inputsRoot),
+    abortion(fwd.stopped).catch(() => 'stopped'),
+  ]);
+  ctx.worker?.datasetProgress(undefined);
   if (fwd.stopSignal) return stoppedEarly();
+  if (datasets) return fail(1, ExitReason.InputsFailed, datasets);
   return { cwd, outputs };
 }
 
@@ -339,6 +345,7 @@ async function fetchDatasets(ctx: Ctx, inputsRoot: string): Promise<string | und
       inputsDir: inputsRoot,
       log: ctx.log,
       onProgress: (p) => {
+        if (ctx.fwd.stopSignal) return; // a fetch left running after a stop notice reports nothing
         ctx.worker?.datasetProgress(p);
         ctx.opts.progress?.(p.dataset, p.bytes, p.total);
       },

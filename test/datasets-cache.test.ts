@@ -7,7 +7,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +24,7 @@ import {
 import { openStore, type ObjectStore } from '../runtime/store/index.js';
 import { removeTree } from './helpers/io.js';
 import { startS3, type S3Server } from './helpers/servers/s3.js';
+import { waitFor } from './helpers/wait.js';
 
 /** One adv exec that fetches a few MiB and runs `sh`, on a loaded machine: a ceiling, not a window. */
 const JOB_MS = 60_000;
@@ -64,7 +67,7 @@ function advExec(args: string[], env: NodeJS.ProcessEnv) {
       r(code);
     }),
   );
-  return { done, out: () => out };
+  return { child, done, out: () => out };
 }
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -175,6 +178,56 @@ describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS
     expect(e.out()).toContain(`resuming at byte ${1024 * 1024}`);
     expect(s3.getBytes.get(`${storePrefix}/${prefix}big.bin`)).toBe(big.length - 1024 * 1024);
     expect(sha(await readFile(join(jobDir, 'inputs', 'data', 'big.bin')))).toBe(sha(big));
+  });
+
+  it('a stop notice during a long fetch ends the attempt at once as Preempted; the partial blob stays', async () => {
+    const body = randomBytes(1024 * 1024);
+    let requests = 0;
+    // Sends half the file, then nothing: a fetch that would take for ever.
+    const server = createServer((_req, res) => {
+      requests++;
+      res.writeHead(200, { 'content-length': body.length });
+      res.write(body.subarray(0, body.length / 2));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/big.bin`;
+      const input: DatasetInput = {
+        as: 'data',
+        dataset: 'slow@1',
+        source: { urls: [{ url, sha256: sha(body), path: 'big.bin', size: body.length }] },
+      };
+      const cacheDir = join(tmp, 'stop-cache');
+      const jobDir = join(tmp, 'stop');
+      const e = advExec(
+        ['--store', s3.url('lab4'), '--run', 'rs', '--attempt', '1', '--job-dir', jobDir, '--', 'true'],
+        {
+          ADV_DATASETS: JSON.stringify([input]),
+          ADV_CACHE_DIR: cacheDir,
+        },
+      );
+      const partial = `${new BlobCache(datasetCacheDir({ ADV_CACHE_DIR: cacheDir })).blobPath(sha(body))}.partial`;
+      await waitFor(async () => (await stat(partial).catch(() => undefined))?.size === body.length / 2, {
+        what: 'adv exec half way through the fetch',
+        timeoutMs: JOB_MS,
+        detail: e.out,
+      });
+      e.child.kill('SIGTERM');
+      expect(await e.done, e.out()).toBe(143);
+      const rec = JSON.parse(await readFile(join(jobDir, 'exit.json'), 'utf8')) as {
+        reason: string;
+        message: string;
+      };
+      expect(rec).toMatchObject({
+        reason: 'Preempted',
+        message: 'stopped by SIGTERM before the workload started',
+      });
+      expect((await stat(partial)).size).toBe(body.length / 2);
+      expect(requests).toBe(1);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 
   it('a dataset that is not in the store ends the attempt as InputsFailed, naming it', async () => {
