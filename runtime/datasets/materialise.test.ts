@@ -105,6 +105,58 @@ describe('materialiseDatasets', () => {
     expect(await readFile(join(r.env.ADV_INPUT_model_DIR!, 'w.bin'), 'utf8')).toBe('weights');
   });
 
+  it('copies when the cache is on another file system (no hard link across devices)', async () => {
+    const shm = await mkdtemp('/dev/shm/adv-mat-').catch(() => undefined);
+    if (!shm)
+      throw new Error(
+        'this test needs /dev/shm (a tmpfs beside the temp dir) to put the cache on another file system',
+      );
+    try {
+      const input = await push('toy', { 'a.txt': 'alpha' });
+      const cache = new BlobCache(join(shm, 'cache'));
+      const r = await materialiseDatasets([input], opts({ cache }));
+      const placed = join(r.env.ADV_INPUT_data_DIR!, 'a.txt');
+      expect(readFileSync(placed, 'utf8')).toBe('alpha');
+      expect(statSync(placed).dev).not.toBe(statSync(cache.blobPath(sha('alpha'))).dev);
+    } finally {
+      await rm(shm, { recursive: true, force: true });
+    }
+  });
+
+  it("checks a URL list against the pinned digest, and takes s3:// URLs only from the job's store", async () => {
+    await store.put('raw/a.txt', 'alpha');
+    const files = [{ url: `${store.url}raw/a.txt`, sha256: sha('alpha'), path: 'a.txt' }];
+    const pinned = contentDigest([{ path: 'a.txt', size: 5, sha256: sha('alpha') }]);
+    const s3: DatasetInput = {
+      as: 'u',
+      dataset: 'u@1',
+      digest: pinned,
+      source: { urls: [{ ...files[0]!, url: 's3://b/raw/a.txt' }] },
+    };
+    await expect(materialiseDatasets([s3], opts())).rejects.toThrow(
+      `dataset u@1 (input u): s3://b/raw/a.txt is not in the job's store (${store.url}): s3:// URLs must name keys of it`,
+    );
+    const file: DatasetInput = { as: 'u', dataset: 'u@1', digest: pinned, source: { urls: files } };
+    await expect(materialiseDatasets([file], opts())).rejects.toThrow(
+      'only https:// and s3:// URLs are fetched',
+    );
+  });
+
+  it('refuses a file list with one path twice', async () => {
+    const input = await push('toy', { 'a.txt': 'alpha' });
+    const prefix = (input.source as { store: { prefix: string } }).store.prefix;
+    const m = JSON.parse(Buffer.from((await store.get(prefix + 'manifest.json'))!).toString()) as {
+      files: DatasetFile[];
+      digest: string;
+    };
+    m.files.push(m.files[0]!);
+    m.digest = contentDigest(m.files);
+    await store.put(prefix + 'manifest.json', JSON.stringify({ ...m, kind: 'DatasetManifest' }));
+    await expect(materialiseDatasets([{ ...input, digest: m.digest }], opts())).rejects.toThrow(
+      'it lists a.txt twice',
+    );
+  });
+
   it('the heartbeat shows the dataset being fetched while it is', async () => {
     const w = new Worker({
       store,

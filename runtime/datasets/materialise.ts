@@ -68,6 +68,9 @@ export async function materialiseDatasets(
     const dest = join(o.inputsDir, input.as);
     try {
       const r = await resolveFiles(input, o);
+      const paths = new Set<string>();
+      for (const f of r.files)
+        if (paths.size === paths.add(f.path).size) throw new Error(`it lists ${f.path} twice`);
       moved += await materialiseOne(input, r, dest, used, o);
     } catch (e) {
       throw new DatasetError(`dataset ${input.dataset} (input ${input.as}): ${(e as Error).message}`, {
