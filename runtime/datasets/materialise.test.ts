@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -123,23 +125,39 @@ describe('materialiseDatasets', () => {
     }
   });
 
-  it("checks a URL list against the pinned digest, and takes s3:// URLs only from the job's store", async () => {
-    await store.put('raw/a.txt', 'alpha');
-    const files = [{ url: `${store.url}raw/a.txt`, sha256: sha('alpha'), path: 'a.txt' }];
-    const pinned = contentDigest([{ path: 'a.txt', size: 5, sha256: sha('alpha') }]);
-    const s3: DatasetInput = {
-      as: 'u',
-      dataset: 'u@1',
-      digest: pinned,
-      source: { urls: [{ ...files[0]!, url: 's3://b/raw/a.txt' }] },
-    };
-    await expect(materialiseDatasets([s3], opts())).rejects.toThrow(
+  it('fetches a URL list over http(s), checked against the pinned digest', async () => {
+    const server = createServer((_req, res) => res.end('alpha'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/a.txt`;
+      const urls = [{ url, sha256: sha('alpha'), path: 'd/a.txt' }];
+      const pinned = contentDigest([{ path: 'd/a.txt', size: 5, sha256: sha('alpha') }]);
+      const ok = await materialiseDatasets(
+        [{ as: 'u', dataset: 'u@1', digest: pinned, source: { urls } }],
+        opts(),
+      );
+      expect(readFileSync(join(ok.env.ADV_INPUT_u_DIR!, 'd', 'a.txt'), 'utf8')).toBe('alpha');
+      const other = contentDigest([{ path: 'd/a.txt', size: 6, sha256: sha('alpha') }]);
+      await expect(
+        materialiseDatasets([{ as: 'v', dataset: 'v@1', digest: other, source: { urls } }], opts()),
+      ).rejects.toThrow(`dataset v@1 (input v): its files hash to ${pinned}, not the pinned ${other}`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it("takes s3:// URLs only from the job's store, and no other scheme", async () => {
+    const urls = [{ url: 's3://b/raw/a.txt', sha256: sha('alpha'), path: 'a.txt' }];
+    await expect(
+      materialiseDatasets([{ as: 'u', dataset: 'u@1', source: { urls } }], opts()),
+    ).rejects.toThrow(
       `dataset u@1 (input u): s3://b/raw/a.txt is not in the job's store (${store.url}): s3:// URLs must name keys of it`,
     );
-    const file: DatasetInput = { as: 'u', dataset: 'u@1', digest: pinned, source: { urls: files } };
-    await expect(materialiseDatasets([file], opts())).rejects.toThrow(
-      'only https:// and s3:// URLs are fetched',
-    );
+    const file = [{ ...urls[0]!, url: `${store.url}raw/a.txt` }];
+    await expect(
+      materialiseDatasets([{ as: 'u', dataset: 'u@1', source: { urls: file } }], opts()),
+    ).rejects.toThrow('only https:// and s3:// URLs are fetched');
   });
 
   it('refuses a file list with one path twice', async () => {
