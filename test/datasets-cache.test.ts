@@ -6,7 +6,7 @@
  * the attempt as InputsFailed, naming it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,15 +15,11 @@ import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { bundleExec } from '../runtime/bundle.js';
 import { BlobCache, datasetCacheDir } from '../runtime/datasets/cache.js';
-import {
-  contentDigest,
-  pushedPrefix,
-  type DatasetFile,
-  type DatasetInput,
-} from '../runtime/datasets/contract.js';
-import { openStore, type ObjectStore } from '../runtime/store/index.js';
+import type { DatasetInput } from '../runtime/datasets/contract.js';
+import { openStore } from '../runtime/store/index.js';
 import { removeTree } from './helpers/io.js';
 import { startS3, type S3Server } from './helpers/servers/s3.js';
+import { pushDataset, sha256Hex as sha } from './helpers/datasets.js';
 import { waitFor } from './helpers/wait.js';
 
 /** One adv exec that fetches a few MiB and runs `sh`, on a loaded machine: a ceiling, not a window. */
@@ -70,33 +66,6 @@ function advExec(args: string[], env: NodeJS.ProcessEnv) {
   return { child, done, out: () => out };
 }
 
-const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-
-/** Pushes as `adv dataset push` does: each file under the content's prefix, the manifest last. */
-async function push(store: ObjectStore, name: string, files: Record<string, Buffer>) {
-  const list: DatasetFile[] = Object.entries(files).map(([path, b]) => ({
-    path,
-    size: b.length,
-    sha256: sha(b),
-  }));
-  const digest = contentDigest(list);
-  const prefix = pushedPrefix(name, digest);
-  for (const [path, b] of Object.entries(files)) await store.put(prefix + path, b);
-  const totalBytes = list.reduce((n, f) => n + f.size, 0);
-  await store.put(
-    prefix + 'manifest.json',
-    JSON.stringify({
-      apiVersion: 'adventuretime.dev/v1alpha1',
-      kind: 'DatasetManifest',
-      name,
-      digest,
-      totalBytes,
-      files: list,
-    }),
-  );
-  return { prefix, digest };
-}
-
 describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS }, () => {
   it('two jobs and a second attempt on one host move each object once', async () => {
     const storePrefix = 'lab';
@@ -109,7 +78,7 @@ describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS
       'labels.txt': labels,
       'copy/labels.txt': labels, // the same content: one blob, linked twice
     };
-    const { prefix, digest } = await push(store, 'toy', files);
+    const { prefix, digest } = await pushDataset(store, 'toy', files);
     const input: DatasetInput = { as: 'data', dataset: 'toy@1', digest, source: { store: { prefix } } };
     const env = { ADV_DATASETS: JSON.stringify([input]), ADV_CACHE_DIR: join(tmp, 'host-cache') };
     const script = 'cat "$ADV_INPUT_data_DIR/copy/labels.txt"; wc -c < "$ADV_INPUT_data_DIR/shards/0.bin"';
@@ -162,7 +131,7 @@ describe('datasets through the host cache (adv exec, S3)', { timeout: 4 * JOB_MS
     const url = s3.url(storePrefix);
     const store = await openStore(url, { ...process.env, ...s3.env });
     const big = randomBytes(2 * 1024 * 1024 + 5);
-    const { prefix, digest } = await push(store, 'resume', { 'big.bin': big });
+    const { prefix, digest } = await pushDataset(store, 'resume', { 'big.bin': big });
     const cacheDir = join(tmp, 'resume-cache');
     // What a fetcher SIGKILLed half way leaves (fetch.test.ts kills a real one): the first MiB.
     const blob = new BlobCache(datasetCacheDir({ ADV_CACHE_DIR: cacheDir })).blobPath(sha(big));

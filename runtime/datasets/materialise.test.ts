@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -10,12 +9,11 @@ import { uploadOutput } from '../artifacts.js';
 import { heartbeatKey, type Heartbeat } from '../heartbeat.js';
 import { FileStore } from '../store/file.js';
 import { Worker } from '../worker.js';
+import { pushDataset, sha256Hex as sha } from '../../test/helpers/datasets.js';
 import { waitFor } from '../../test/helpers/wait.js';
 import { BlobCache } from './cache.js';
-import { contentDigest, pushedPrefix, type DatasetFile, type DatasetInput } from './contract.js';
+import { contentDigest, type DatasetFile, type DatasetInput } from './contract.js';
 import { materialiseDatasets, type DatasetProgress } from './materialise.js';
-
-const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
 
 let dir: string;
 let store: FileStore;
@@ -25,28 +23,7 @@ beforeEach(async () => {
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
-/** Pushes files as `adv dataset push` does: files under the content's prefix, manifest last. */
-async function push(name: string, files: Record<string, string>): Promise<DatasetInput> {
-  const list: DatasetFile[] = Object.entries(files).map(([path, body]) => ({
-    path,
-    size: Buffer.byteLength(body),
-    sha256: sha(body),
-  }));
-  const digest = contentDigest(list);
-  const prefix = pushedPrefix(name, digest);
-  for (const [path, body] of Object.entries(files)) await store.put(prefix + path, body);
-  const totalBytes = list.reduce((n, f) => n + f.size, 0);
-  const manifest = {
-    apiVersion: 'adventuretime.dev/v1alpha1',
-    kind: 'DatasetManifest',
-    name,
-    digest,
-    totalBytes,
-    files: list,
-  };
-  await store.put(prefix + 'manifest.json', JSON.stringify(manifest));
-  return { as: 'data', dataset: `${name}@1`, digest, source: { store: { prefix } } };
-}
+const push = (name: string, files: Record<string, string>) => pushDataset(store, name, files);
 
 const opts = (over: Partial<Parameters<typeof materialiseDatasets>[1]> = {}) => ({
   store,
