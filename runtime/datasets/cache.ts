@@ -118,20 +118,24 @@ export class BlobCache {
   }
 
   /**
-   * Deletes the least recently used blobs until the rest fit in `maxBytes`. Never one in `keep`
-   * (the job's own), nor one locked by a fetch under way. Hard links already made into job dirs
+   * Deletes the least recently used blobs (and partial downloads, by their mtime) until the rest
+   * fit in `maxBytes`. Never one in `keep` (the job's own), nor one locked by a fetch under way. Hard links already made into job dirs
    * keep their bytes: the bound is the cache's, not the jobs'.
    */
   async evict(keep: ReadonlySet<string> = new Set()): Promise<{ removed: string[]; bytes: number }> {
-    const blobs: { sha: string; size: number; lastUse: number }[] = [];
+    const blobs: { sha: string; size: number; lastUse: number; partial: boolean }[] = [];
     const root = join(this.dir, 'blobs');
     for (const sub of await readdir(root).catch(() => [] as string[])) {
       for (const name of await readdir(join(root, sub)).catch(() => [] as string[])) {
-        if (!SHA256.test(name)) continue;
+        // A partial download counts too: one left by a fetcher that died, and never resumed,
+        // would otherwise hold its bytes outside the bound for ever.
+        const partial = name.endsWith('.partial');
+        const sha = partial ? name.slice(0, -'.partial'.length) : name;
+        if (!SHA256.test(sha)) continue;
         const s = await stat(join(root, sub, name)).catch(() => undefined);
         if (!s) continue;
-        const rec = await this.record(name);
-        blobs.push({ sha: name, size: s.size, lastUse: rec?.lastUse ?? 0 });
+        const lastUse = partial ? s.mtimeMs : ((await this.record(sha))?.lastUse ?? 0);
+        blobs.push({ sha, size: s.size, lastUse, partial });
       }
     }
     let bytes = blobs.reduce((n, b) => n + b.size, 0);
@@ -140,9 +144,10 @@ export class BlobCache {
     for (const b of blobs) {
       if (bytes <= this.maxBytes) break;
       if (keep.has(b.sha) || (await this.fetching(b.sha))) continue;
-      await this.remove(b.sha);
+      if (b.partial) await rm(`${this.blobPath(b.sha)}.partial`, { force: true });
+      else await this.remove(b.sha);
       bytes -= b.size;
-      removed.push(b.sha);
+      removed.push(b.partial ? `${b.sha}.partial` : b.sha);
     }
     return { removed, bytes };
   }

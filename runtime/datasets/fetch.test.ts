@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileStore } from '../store/file.js';
 import { waitFor } from '../../test/helpers/wait.js';
-import { BlobCache } from './cache.js';
+import { BlobCache, cacheOptionsFromEnv, datasetCacheDir } from './cache.js';
 import { fetchBlob, storeSource, urlSource } from './fetch.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -214,6 +214,28 @@ describe('fetchBlob', () => {
   });
 });
 
+describe('cacheOptionsFromEnv and datasetCacheDir', () => {
+  it.each([
+    [{ ADV_CACHE_DIR: '/c' }, '/c/datasets'],
+    [{ XDG_CACHE_HOME: '/x', HOME: '/h' }, '/x/adventuretime/datasets'],
+    [{ HOME: '/h' }, '/h/.cache/adventuretime/datasets'],
+  ])('%j → %s', (env, dir) => expect(datasetCacheDir(env)).toBe(dir));
+
+  it('reads the bound and the verification mode, refusing what they cannot be', () => {
+    expect(cacheOptionsFromEnv({ ADV_CACHE_MAX_BYTES: '1024', ADV_DATASET_VERIFY: 'full' })).toEqual({
+      maxBytes: 1024,
+      verify: 'full',
+    });
+    expect(cacheOptionsFromEnv({})).toEqual({});
+    expect(() => cacheOptionsFromEnv({ ADV_CACHE_MAX_BYTES: '10G' })).toThrow(
+      'ADV_CACHE_MAX_BYTES=10G is not a number of bytes',
+    );
+    expect(() => cacheOptionsFromEnv({ ADV_DATASET_VERIFY: 'paranoid' })).toThrow(
+      'ADV_DATASET_VERIFY=paranoid: use full (hash on every use) or stat (the default)',
+    );
+  });
+});
+
 describe('BlobCache.evict', () => {
   it('keeps the cache under its bound, least recently used first, never a kept or locked blob', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'adv-ds-'));
@@ -241,6 +263,11 @@ describe('BlobCache.evict', () => {
         await release();
       }
       for (const i of [0, 1, 2]) expect(existsSync(cache.blobPath(sha(blobs[i]!)))).toBe(true);
+      // A partial download nobody resumes counts, oldest first like the blobs.
+      const stale = cache.blobPath(sha(blobs[3]!)) + '.partial';
+      writeFileSync(stale, blobs[3]!.subarray(0, 512));
+      utimesSync(stale, 1, 1);
+      expect(await cache.evict()).toEqual({ removed: [`${sha(blobs[3]!)}.partial`], bytes: 3 * 1024 });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
