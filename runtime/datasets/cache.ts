@@ -18,19 +18,17 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { check } from 'proper-lockfile';
 import { CHUNK } from '../store/file.js';
+import { cacheRoot } from '../uv.js';
 
 /** `ADV_CACHE_MAX_BYTES` when unset: 100 GiB. */
 export const DEFAULT_MAX_BYTES = 100 * 1024 ** 3;
 
 /** `$ADV_CACHE_DIR/datasets`, else `${XDG_CACHE_HOME:-$HOME/.cache}/adventuretime/datasets`. */
 export function datasetCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const root =
-    env.ADV_CACHE_DIR || join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache'), 'adventuretime');
-  return join(root, 'datasets');
+  return join(cacheRoot(env), 'datasets');
 }
 
 /** What the cache keeps beside a blob. */
