@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -135,6 +135,23 @@ describe('materialiseDatasets', () => {
     await expect(
       materialiseDatasets([{ as: 'u', dataset: 'u@1', source: { urls: file } }], opts()),
     ).rejects.toThrow('only https:// and s3:// URLs are fetched');
+  });
+
+  it('a file missing from the store fails the dataset and leaves no half-built dir', async () => {
+    const files = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`f${i}.txt`, `body ${i}`]));
+    const input = await push('toy', files);
+    await store.delete([`${input.prefix}f3.txt`]);
+    await expect(materialiseDatasets([input], opts({ concurrency: 2 }))).rejects.toThrow(
+      `dataset toy@1 (input data): toy@1 f3.txt: ${store.url}${input.prefix}f3.txt does not exist`,
+    );
+    expect(readdirSync(join(dir, 'job', 'inputs'))).toEqual([]);
+  });
+
+  it('refuses an "as" that is not a plain name', async () => {
+    const input = await push('toy', { 'a.txt': 'alpha' });
+    await expect(materialiseDatasets([{ ...input, as: '../up' }], opts())).rejects.toThrow(
+      'dataset toy@1 (input ../up): "as" must match',
+    );
   });
 
   it('refuses a file list with one path twice', async () => {

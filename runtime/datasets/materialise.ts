@@ -8,7 +8,7 @@
 import { constants } from 'node:fs';
 import { copyFile, link, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import pLimit from 'p-limit';
+import pLimit, { type LimitFunction } from 'p-limit';
 import { readOutputManifest, outputPrefix } from '../artifacts.js';
 import type { ObjectStore } from '../store/types.js';
 import {
@@ -20,6 +20,9 @@ import {
 } from './contract.js';
 import type { BlobCache } from './cache.js';
 import { fetchBlob, storeSource, urlSource, type BlobSource, type FetchOptions } from './fetch.js';
+
+/** A dataset's `as`: its directory under inputs/ and part of `ADV_INPUT_<as>_DIR`. */
+const AS = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Blobs fetched at once (per job). */
 export const FETCH_CONCURRENCY = 8;
@@ -67,6 +70,8 @@ export async function materialiseDatasets(
   for (const input of inputs) {
     const dest = join(o.inputsDir, input.as);
     try {
+      if (!AS.test(input.as))
+        throw new Error(`"as" must match ${AS.source} (a directory name and part of a variable's name)`);
       const r = await resolveFiles(input, o);
       const paths = new Set<string>();
       for (const f of r.files)
@@ -107,29 +112,28 @@ async function materialiseOne(
   let moved = 0;
   const fetched: { size: number; sha256: string; path: string }[] = [];
   try {
-    await Promise.all(
-      r.files.map((f) =>
-        limit(async () => {
-          const opts: FetchOptions = {
-            onProgress: (n) => (done.set(f.path, n), report()),
-            log: o.log,
-            ...(o.staleMs ? { staleMs: o.staleMs } : {}),
-          };
-          const label = `${input.dataset} ${f.path}`;
-          const want = {
-            sha256: f.sha256,
-            label,
-            source: f.source,
-            ...(f.size !== undefined ? { size: f.size } : {}),
-          };
-          const got = await fetchBlob(o.cache, want, opts);
-          used.add(f.sha256);
-          done.set(f.path, got.size);
-          moved += got.moved;
-          fetched.push({ size: got.size, sha256: f.sha256, path: f.path });
-          await place(o.cache, want, got.path, join(tmp, ...f.path.split('/')), opts);
-        }),
-      ),
+    await settleAll(
+      limit,
+      r.files.map((f) => async () => {
+        const opts: FetchOptions = {
+          onProgress: (n) => (done.set(f.path, n), report()),
+          log: o.log,
+          ...(o.staleMs ? { staleMs: o.staleMs } : {}),
+        };
+        const label = `${input.dataset} ${f.path}`;
+        const want = {
+          sha256: f.sha256,
+          label,
+          source: f.source,
+          ...(f.size !== undefined ? { size: f.size } : {}),
+        };
+        const got = await fetchBlob(o.cache, want, opts);
+        used.add(f.sha256);
+        done.set(f.path, got.size);
+        moved += got.moved;
+        fetched.push({ size: got.size, sha256: f.sha256, path: f.path });
+        await place(o.cache, want, got.path, join(tmp, ...f.path.split('/')), opts);
+      }),
     );
     report(true);
     if (input.digest && contentDigest(fetched) !== input.digest)
@@ -145,6 +149,27 @@ async function materialiseOne(
     `input ${input.as}: ${input.dataset} (${r.files.length} files, ${total} bytes) in ${dest}; ${moved ? `${moved} bytes fetched` : 'all from the host cache'}`,
   );
   return moved;
+}
+
+/**
+ * Runs the tasks through `limit`; on the first failure starts no more, waits for those under way
+ * (so none writes into a dir removed after it), then throws that failure.
+ */
+async function settleAll(limit: LimitFunction, tasks: (() => Promise<void>)[]): Promise<void> {
+  let failed = false;
+  const results = await Promise.allSettled(
+    tasks.map((t) =>
+      limit(async () => {
+        if (failed) return;
+        await t().catch((e: unknown) => {
+          failed = true;
+          throw e;
+        });
+      }),
+    ),
+  );
+  const bad = results.find((r) => r.status === 'rejected');
+  if (bad) throw (bad as PromiseRejectedResult).reason;
 }
 
 /** A hard link to the blob, or a copy (a clone where it can) across file systems. */
