@@ -51,6 +51,21 @@ describe('materialiseDatasets', () => {
     expect(readFileSync(join(second.env.ADV_INPUT_data_DIR!, 'sub', 'c.txt'), 'utf8')).toBe('alpha');
   });
 
+  it('keeps the dir a sibling process of the job put in place; replaces one of another version', async () => {
+    const input = await push('toy', { 'a.txt': 'alpha', 'sub/b.txt': 'beta' });
+    const first = await materialiseDatasets([input], opts());
+    const dest = first.env.ADV_INPUT_data_DIR!;
+    const ino = statSync(dest).ino;
+    // Two processes of one job on one host, one job dir: the second leaves the first's dir alone.
+    const again = await materialiseDatasets([input], opts());
+    expect(statSync(again.env.ADV_INPUT_data_DIR!).ino).toBe(ino);
+    expect(readdirSync(join(dir, 'job', 'inputs'))).toEqual(['data']);
+    const v2 = await push('toy', { 'a.txt': 'alpha', 'sub/b.txt': 'beta', 'c.txt': 'gamma' });
+    await materialiseDatasets([v2], opts());
+    expect(readdirSync(dest).sort()).toEqual(['a.txt', 'c.txt', 'sub']);
+    expect(statSync(dest).ino).not.toBe(ino);
+  });
+
   it('refuses a manifest whose files do not hash to the pinned digest, naming the dataset', async () => {
     const input = await push('toy', { 'a.txt': 'alpha' });
     const other = contentDigest([{ path: 'a.txt', size: 1, sha256: sha('x') }]);

@@ -6,7 +6,7 @@
  * dir is built beside its final name and renamed in: a job never sees half a dataset.
  */
 import { constants } from 'node:fs';
-import { copyFile, link, mkdir, rename, rm } from 'node:fs/promises';
+import { copyFile, link, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { readOutputManifest, outputPrefix } from '../artifacts.js';
@@ -138,9 +138,7 @@ async function materialiseOne(
     report(true);
     if (input.digest && contentDigest(fetched) !== input.digest)
       throw new Error(`its files hash to ${contentDigest(fetched)}, not the pinned ${input.digest}`);
-    await rm(dest, { recursive: true, force: true });
-    await mkdir(dirname(dest), { recursive: true });
-    await rename(tmp, dest);
+    await putInPlace(tmp, dest, fetched);
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
     throw e;
@@ -149,6 +147,36 @@ async function materialiseOne(
     `input ${input.as}: ${input.dataset} (${r.files.length} files, ${total} bytes) in ${dest}; ${moved ? `${moved} bytes fetched` : 'all from the host cache'}`,
   );
   return moved;
+}
+
+/**
+ * Renames the built dir to `dest`. The processes of one job on one host share its job dir: when a
+ * sibling has already put the same files there (the same paths and sizes, nothing more), that dir
+ * stays — replacing it could pull files from under a workload that already started. Anything else
+ * there (an earlier attempt's other version) is replaced.
+ */
+async function putInPlace(tmp: string, dest: string, files: readonly DatasetFile[]): Promise<void> {
+  await mkdir(dirname(dest), { recursive: true });
+  try {
+    return await rename(tmp, dest);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw e;
+  }
+  if (await holds(dest, files)) return void (await rm(tmp, { recursive: true, force: true }));
+  await rm(dest, { recursive: true, force: true });
+  await rename(tmp, dest);
+}
+
+/** Whether `dir` holds exactly these files (by path and size). */
+async function holds(dir: string, files: readonly DatasetFile[]): Promise<boolean> {
+  const present = await readdir(dir, { recursive: true, withFileTypes: true });
+  if (present.filter((e) => !e.isDirectory()).length !== files.length) return false;
+  for (const f of files) {
+    const s = await stat(join(dir, ...f.path.split('/'))).catch(() => undefined);
+    if (!s?.isFile() || s.size !== f.size) return false;
+  }
+  return true;
 }
 
 /**
