@@ -344,6 +344,7 @@ async function fetchDatasets(ctx: Ctx, inputsRoot: string): Promise<string | und
       cache,
       inputsDir: inputsRoot,
       log: ctx.log,
+      signal: ctx.fwd.stopped,
       onProgress: (p) => {
         if (ctx.fwd.stopSignal) return; // a fetch left running after a stop notice reports nothing
         ctx.worker?.datasetProgress(p);

@@ -201,6 +201,23 @@ describe('fetchBlob', () => {
     expect(sha(readFileSync(full.path))).toBe(sha(blob));
   });
 
+  it('a stop notice abandons the wait for a lock another fetcher holds', async () => {
+    server = await blobServer({ 'a.bin': blob });
+    const cache = new BlobCache(join(dir, 'cache'));
+    mkdirSync(dirname(cache.blobPath(sha(blob))), { recursive: true });
+    const { lock } = await import('proper-lockfile');
+    const release = await lock(cache.blobPath(sha(blob)), { realpath: false });
+    try {
+      const stop = new AbortController();
+      const waiting = fetchBlob(cache, want(server), { signal: stop.signal });
+      stop.abort(new Error('SIGTERM'));
+      await expect(waiting).rejects.toThrow('SIGTERM');
+      expect(server.requests).toHaveLength(0);
+    } finally {
+      await release();
+    }
+  });
+
   it('a source that keeps giving other bytes is tried twice, then named in the error', async () => {
     server = await blobServer({ 'a.bin': Buffer.from('not the dataset') });
     const cache = new BlobCache(join(dir, 'cache'));

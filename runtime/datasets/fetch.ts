@@ -14,6 +14,7 @@ import { chmod, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { lock } from 'proper-lockfile';
 import { hashing, openForWrite } from '../store/file.js';
 import type { ObjectStore, TransferResult } from '../store/types.js';
@@ -33,6 +34,7 @@ export interface BlobSource {
     path: string,
     offset: number,
     onProgress: (bytes: number) => void,
+    signal?: AbortSignal,
   ): Promise<(TransferResult & { from?: number }) | undefined>;
 }
 
@@ -51,6 +53,8 @@ export interface FetchOptions {
   log?: (line: string) => void;
   /** The lock's staleness (tests shorten it; proper-lockfile's floor is 2 s). */
   staleMs?: number;
+  /** Abandons the wait for the lock and a URL download (a stop notice); a store read runs on. */
+  signal?: AbortSignal;
 }
 
 /** What fetching one blob did. */
@@ -67,22 +71,39 @@ export async function fetchBlob(cache: BlobCache, b: WantedBlob, o: FetchOptions
   if (hit) return { path: hit, moved: 0, size: (await stat(hit)).size };
   const path = cache.blobPath(b.sha256);
   await mkdir(dirname(path), { recursive: true });
-  const stale = Math.max(2000, o.staleMs ?? LOCK_STALE_MS);
-  const release = await lock(path, {
-    realpath: false,
-    stale,
-    update: Math.floor(stale / 3),
-    // Waits as long as a live holder keeps its lock fresh: that holder is moving the bytes.
-    retries: { forever: true, factor: 1.2, minTimeout: 50, maxTimeout: 500 },
-    onCompromised: (e) =>
-      o.log?.(`warning: the cache lock of ${b.label} was taken over (${e.message}); fetching on regardless`),
-  });
+  const release = await lockBlob(path, b.label, o);
   try {
     const again = await cache.lookup(b.sha256, b.size);
     if (again) return { path: again, moved: 0, size: (await stat(again)).size };
     return await download(cache, b, path, o);
   } finally {
     await release().catch(() => undefined);
+  }
+}
+
+/**
+ * Takes the blob's lock, waiting as long as a live holder keeps it fresh (that holder is moving
+ * the bytes), or until `o.signal` aborts: the wait is ours, not proper-lockfile's, so an aborted
+ * job leaves no retry timer holding its process open.
+ */
+async function lockBlob(path: string, label: string, o: FetchOptions): Promise<() => Promise<void>> {
+  const stale = Math.max(2000, o.staleMs ?? LOCK_STALE_MS);
+  for (let waitMs = 50; ; waitMs = Math.min(500, Math.ceil(waitMs * 1.2))) {
+    o.signal?.throwIfAborted();
+    try {
+      return await lock(path, {
+        realpath: false,
+        stale,
+        update: Math.floor(stale / 3),
+        onCompromised: (e) =>
+          o.log?.(
+            `warning: the cache lock of ${label} was taken over (${e.message}); fetching on regardless`,
+          ),
+      });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ELOCKED') throw e;
+    }
+    await sleep(waitMs, undefined, o.signal ? { signal: o.signal } : {});
   }
 }
 
@@ -93,7 +114,7 @@ async function download(cache: BlobCache, b: WantedBlob, path: string, o: FetchO
     let offset = (await stat(partial).catch(() => undefined))?.size ?? 0;
     if (b.size !== undefined && offset > b.size) offset = 0;
     if (offset) o.log?.(`${b.label}: resuming at byte ${offset} of ${b.size ?? '?'} from ${b.source.where}`);
-    const r = await b.source.download(partial, offset, (n) => o.onProgress?.(offset + n));
+    const r = await b.source.download(partial, offset, (n) => o.onProgress?.(offset + n), o.signal);
     if (!r) throw new Error(`${b.label}: ${b.source.where} does not exist`);
     moved += r.size;
     const from = r.from ?? offset;
@@ -120,8 +141,11 @@ async function download(cache: BlobCache, b: WantedBlob, path: string, o: FetchO
 export function urlSource(url: string, fetchImpl: typeof fetch = fetch): BlobSource {
   return {
     where: url,
-    async download(path, offset, onProgress) {
-      const res = await fetchImpl(url, offset ? { headers: { range: `bytes=${offset}-` } } : {});
+    async download(path, offset, onProgress, signal) {
+      const res = await fetchImpl(url, {
+        ...(offset ? { headers: { range: `bytes=${offset}-` } } : {}),
+        ...(signal ? { signal } : {}),
+      });
       if (res.status === 404) return undefined;
       if (!res.ok || !res.body) throw new Error(`GET ${url}: HTTP ${res.status} ${res.statusText}`);
       // A server that ignores Range sends everything again: start the file over.

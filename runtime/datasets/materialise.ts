@@ -43,6 +43,8 @@ export interface MaterialiseOptions {
   onProgress?: (p: DatasetProgress) => void;
   concurrency?: number;
   staleMs?: number;
+  /** A stop notice: no more fetches start, waits and URL downloads are abandoned. */
+  signal?: AbortSignal;
   fetchImpl?: typeof fetch;
 }
 
@@ -119,6 +121,7 @@ async function materialiseOne(
           onProgress: (n) => (done.set(f.path, n), report()),
           log: o.log,
           ...(o.staleMs ? { staleMs: o.staleMs } : {}),
+          ...(o.signal ? { signal: o.signal } : {}),
         };
         const label = `${input.dataset} ${f.path}`;
         const want = {
@@ -134,6 +137,7 @@ async function materialiseOne(
         fetched.push({ size: got.size, sha256: f.sha256, path: f.path });
         await place(o.cache, want, got.path, join(tmp, ...f.path.split('/')), opts);
       }),
+      o.signal,
     );
     report(true);
     if (input.digest && contentDigest(fetched) !== input.digest)
@@ -183,12 +187,16 @@ async function holds(dir: string, files: readonly DatasetFile[]): Promise<boolea
  * Runs the tasks through `limit`; on the first failure starts no more, waits for those under way
  * (so none writes into a dir removed after it), then throws that failure.
  */
-async function settleAll(limit: LimitFunction, tasks: (() => Promise<void>)[]): Promise<void> {
+async function settleAll(
+  limit: LimitFunction,
+  tasks: (() => Promise<void>)[],
+  signal?: AbortSignal,
+): Promise<void> {
   let failed = false;
   const results = await Promise.allSettled(
     tasks.map((t) =>
       limit(async () => {
-        if (failed) return;
+        if (failed || signal?.aborted) return;
         await t().catch((e: unknown) => {
           failed = true;
           throw e;
@@ -198,6 +206,8 @@ async function settleAll(limit: LimitFunction, tasks: (() => Promise<void>)[]): 
   );
   const bad = results.find((r) => r.status === 'rejected');
   if (bad) throw (bad as PromiseRejectedResult).reason;
+  // Tasks skipped for a stop notice: the dir is not complete.
+  signal?.throwIfAborted();
 }
 
 /** A hard link to the blob, or a copy (a clone where it can) across file systems. */
