@@ -26,6 +26,7 @@ const BENCHES: Record<string, string> = {
   submit: './submit.ts',
   metrics: './metrics.ts',
   'dashboard-metrics': './dashboard-metrics.ts',
+  datasets: './datasets.ts',
 };
 
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -18,6 +18,9 @@ import { downloadOutput } from './artifacts.js';
 import { PartShipper } from './artifact-parts.js';
 import { bounded } from './bounded.js';
 import { fetchCode, parseInputs, publishOutputs } from './exec-inputs.js';
+import { BlobCache, cacheOptionsFromEnv, datasetCacheDir } from './datasets/cache.js';
+import { parseDatasetInputs } from './datasets/contract.js';
+import { materialiseDatasets } from './datasets/materialise.js';
 import { planSession, sessionOutcome, type Session } from './exec-setup.js';
 import { exitRecord, signalNumber } from './exit-record.js';
 import { LEASE_FILE, watchLease } from './lease.js';
@@ -317,6 +320,15 @@ async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
       return fail(1, ExitReason.Error, `input ${name} could not be fetched: ${(e as Error).message}`);
     }
   }
+  // A stop notice ends a long fetch at once; what was fetched stays in the host cache (a blob cut
+  // short stays `.partial`, resumed by the next fetch), and adv exec exits soon after the record.
+  const datasets = await Promise.race([
+    fetchDatasets(ctx, inputsRoot),
+    abortion(fwd.stopped).catch(() => 'stopped'),
+  ]);
+  ctx.worker?.datasetProgress(undefined);
+  if (fwd.stopSignal) return stoppedEarly();
+  if (datasets) return fail(1, ExitReason.InputsFailed, datasets);
   // Parts of the outputs that earlier attempts committed: the workload sees what is done.
   if (opts.store && outputs.length && !opts.topology?.process) {
     const parts = new PartShipper({
@@ -335,8 +347,39 @@ async function beforeStart(ctx: Ctx): Promise<BeforeStart> {
     }
     ctx.parts = parts;
   }
-  if (fwd.stopSignal) return stoppedEarly();
   return { cwd, outputs };
+}
+
+/**
+ * The run's datasets (`ADV_DATASETS`) into `<inputs>/<as>/` through the host cache, with progress
+ * in the heartbeat; what went wrong, if anything (the attempt then ends as an infrastructure
+ * failure: the data's host or store failed, not the run's code).
+ */
+async function fetchDatasets(ctx: Ctx, inputsRoot: string): Promise<string | undefined> {
+  const env = { ...process.env, ...ctx.opts.env };
+  try {
+    const inputs = parseDatasetInputs(env.ADV_DATASETS);
+    if (!inputs.length) return undefined;
+    const cache = new BlobCache(datasetCacheDir(env), cacheOptionsFromEnv(env));
+    const { env: dirs } = await materialiseDatasets(inputs, {
+      store: ctx.opts.store,
+      cache,
+      inputsDir: inputsRoot,
+      log: ctx.log,
+      signal: ctx.fwd.stopped,
+      onProgress: (p) => {
+        if (ctx.fwd.stopSignal) return; // a fetch left running after a stop notice reports nothing
+        ctx.worker?.datasetProgress(p);
+        ctx.opts.progress?.(p.dataset, p.bytes, p.total);
+      },
+    });
+    Object.assign(ctx.contract, dirs);
+    return undefined;
+  } catch (e) {
+    return `the datasets could not be fetched: ${(e as Error).message}`;
+  } finally {
+    ctx.worker?.datasetProgress(undefined);
+  }
 }
 
 /** Rejects once `signal` aborts (never resolves). */

@@ -44,6 +44,11 @@ export interface Heartbeat {
    * k > 0: waiting for that choice, then downloading it): its workload has not started.
    */
   waitingForRestore?: boolean;
+  /**
+   * A dataset of the run's `inputs` being fetched into the host cache before the workload starts:
+   * bytes of it present so far (cached or fetched) out of its total.
+   */
+  fetchingDataset?: { dataset: string; bytes: number; total: number };
   /** (Process 0) A finished step whose manifest waits for the part records of these processes. */
   awaitingParts?: { step: number; missing: number[] };
   /** (Process k > 0) Written once at its end, after its last part record: it will write no more. */

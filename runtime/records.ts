@@ -24,6 +24,8 @@ export const ExitReason = {
   StartFailed: 'StartFailed',
   /** A setup step (Backend, Environment, Run, or the uv sync) failed; the workload never started. */
   SetupFailed: 'SetupFailed',
+  /** The run's datasets could not be fetched (store, network, cache disk): an infrastructure failure. */
+  InputsFailed: 'InputsFailed',
 } as const;
 export type ExitReason = (typeof ExitReason)[keyof typeof ExitReason];
 

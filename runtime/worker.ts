@@ -108,6 +108,7 @@ export class Worker {
   private last: CheckpointManifest | undefined;
   private restored: RestoreResult | undefined;
   private waitingForRestore = false;
+  private fetchingDataset: Heartbeat['fetchingDataset'];
   private finishedAt: string | undefined;
   private started = false;
   private logBuf: Buffer[] = [];
@@ -231,6 +232,16 @@ export class Worker {
     return r;
   }
 
+  /**
+   * The dataset being fetched before the workload starts (undefined: done). Heartbeats begin with
+   * the first report, so a long fetch is seen as progress, not as a worker that never started.
+   */
+  datasetProgress(p: Heartbeat['fetchingDataset']): void {
+    const first = !this.fetchingDataset && p;
+    this.fetchingDataset = p;
+    if (first) this.beginHeartbeats();
+  }
+
   /** While the workload runs: watch for finished steps, heartbeat, ship logs. */
   async start(): Promise<void> {
     this.started = true;
@@ -319,6 +330,7 @@ export class Worker {
       ...(this.current !== undefined ? { uploading: this.current } : {}),
       ...(this.n > 1 ? { processes: this.n, ...(this.k ? { process: this.k } : {}) } : {}),
       ...(this.waitingForRestore ? { waitingForRestore: true } : {}),
+      ...(this.fetchingDataset ? { fetchingDataset: this.fetchingDataset } : {}),
       ...(awaiting ? { awaitingParts: awaiting } : {}),
       ...(this.finishedAt ? { finishedAt: this.finishedAt } : {}),
     };

@@ -49,6 +49,7 @@ describe('classifyEnd over adv exec exit records (local and ssh backends)', () =
     [ExitReason.Signaled, 137, EndClass.UserError], // the OOM killer
     [ExitReason.StartFailed, 127, EndClass.UserError],
     [ExitReason.SetupFailed, 1, EndClass.SetupFailed], // a setup step failed: the workload never ran
+    [ExitReason.InputsFailed, 1, EndClass.Infrastructure], // its datasets could not be fetched
     [ExitReason.Preempted, 143, EndClass.Preempted], // SIGTERM from the backend: spot reclaim
     [ExitReason.Cancelled, 143, EndClass.Cancelled],
   ] as const)('%s, exit %i → %s', (reason, exitCode, expected) => {

@@ -8,6 +8,7 @@
  * | `Preempted`      | SLURM PREEMPTED, spot reclaim, SIGTERM from the backend        | new attempt, infra budget     |
  * | `Infrastructure` | NODE_FAIL, BOOT_FAIL, job gone without an end record, host     | new attempt, infra budget     |
  * |                  | unreachable past the threshold, the submission itself failed  |                               |
+ * |                  | adv exec's `InputsFailed` (the run's datasets not fetched)    |                               |
  * | `UserError`      | non-zero exit, OOM, killed by a signal, command not found      | backoff, counts to maxAttempts |
  * | `Timeout`        | SLURM TIMEOUT/DEADLINE, `policy.maxHours`                      | new attempt; counts to        |
  * |                  |                                                               | maxAttempts only without progress |
@@ -32,6 +33,7 @@ const INFRA_REASONS = new Set([
   'JobDirMissing',
   'SpotReclaimed',
   'HostLost',
+  ExitReason.InputsFailed,
 ]);
 const TIMEOUT_REASONS = new Set(['TIMEOUT', 'DEADLINE', 'MaxHoursExceeded', 'TimeLimit']);
 

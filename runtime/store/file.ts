@@ -1,15 +1,27 @@
 /** A directory as an object store (`file:///path`): the embedded default. */
 import { createHash } from 'node:crypto';
 import { constants, createReadStream, createWriteStream } from 'node:fs';
-import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  stat,
+  truncate,
+  writeFile,
+} from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Transform, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pathToFileURL } from 'node:url';
 import {
   assertSafeKey,
   type ObjectInfo,
   type ObjectStore,
+  type GetOptions,
   type TransferOptions,
   type TransferResult,
 } from './types.js';
@@ -94,19 +106,16 @@ export class FileStore implements ObjectStore {
     return readFile(this.path(key)).catch(notFound);
   }
 
-  async getToFile(
-    key: string,
-    path: string,
-    opts: TransferOptions = {},
-  ): Promise<TransferResult | undefined> {
+  async getToFile(key: string, path: string, opts: GetOptions = {}): Promise<TransferResult | undefined> {
     const src = this.path(key);
     if (!(await stat(src).catch(() => undefined))) return undefined;
     const h = hashing(opts.onProgress);
     await mkdir(dirname(path), { recursive: true });
+    const start = opts.offset ?? 0;
     await pipeline(
-      createReadStream(src, { highWaterMark: CHUNK }),
+      createReadStream(src, { highWaterMark: CHUNK, start }),
       h,
-      createWriteStream(path, { highWaterMark: CHUNK }),
+      await openForWrite(path, start),
     );
     return h.result();
   }
@@ -160,6 +169,13 @@ export class FileStore implements ObjectStore {
     // Deepest first; a folder something else still holds (or writes into) stays.
     for (const d of [...dirs].sort((a, b) => b.length - a.length)) await rmdir(d).catch(() => undefined);
   }
+}
+
+/** A write stream at `offset` of `path`: the file cut to that length first (0: a new file). */
+export async function openForWrite(path: string, offset: number): Promise<Writable> {
+  if (!offset) return createWriteStream(path, { highWaterMark: CHUNK });
+  await truncate(path, offset);
+  return createWriteStream(path, { highWaterMark: CHUNK, flags: 'a' });
 }
 
 function notFound(e: NodeJS.ErrnoException): undefined {

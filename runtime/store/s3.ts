@@ -5,7 +5,7 @@
  * standard retry strategy, and whole transfers once more by `withRetries`, since a failed stream
  * cannot be replayed by the SDK.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -25,11 +25,12 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { CHUNK, hashing } from './file.js';
+import { CHUNK, hashing, openForWrite } from './file.js';
 import {
   assertSafeKey,
   type ObjectInfo,
   type ObjectStore,
+  type GetOptions,
   type TransferOptions,
   type TransferResult,
 } from './types.js';
@@ -170,22 +171,26 @@ export class S3Store implements ObjectStore {
     });
   }
 
-  async getToFile(
-    key: string,
-    path: string,
-    opts: TransferOptions = {},
-  ): Promise<TransferResult | undefined> {
+  async getToFile(key: string, path: string, opts: GetOptions = {}): Promise<TransferResult | undefined> {
+    const offset = opts.offset ?? 0;
     return this.withRetries(`download ${key}`, async () => {
       let r;
       try {
-        r = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.k(key) }));
+        r = await this.client.send(
+          new GetObjectCommand({
+            Bucket: this.bucket,
+            Key: this.k(key),
+            ...(offset ? { Range: `bytes=${offset}-` } : {}),
+          }),
+        );
       } catch (e) {
         if (isMissing(e)) return undefined;
         throw e;
       }
       await mkdir(dirname(path), { recursive: true });
       const h = hashing(opts.onProgress);
-      await pipeline(r.Body as Readable, h, createWriteStream(path, { highWaterMark: CHUNK }));
+      // Each try starts again from `offset` (openForWrite cuts what a failed try appended).
+      await pipeline(r.Body as Readable, h, await openForWrite(path, offset));
       return h.result();
     });
   }

@@ -22,6 +22,14 @@ export interface TransferOptions {
   onProgress?: (bytes: number) => void;
 }
 
+export interface GetOptions extends TransferOptions {
+  /**
+   * Resume: read the object from this byte and append to `path`, which is cut to this length
+   * first. The result then counts and hashes only the bytes read (from `offset`).
+   */
+  offset?: number;
+}
+
 export interface ObjectStore {
   /** Where it is, for messages and status (`file:///…`, `s3://bucket/prefix`). Never has secrets. */
   readonly url: string;
@@ -30,7 +38,7 @@ export interface ObjectStore {
   putFile(key: string, path: string, opts?: TransferOptions): Promise<TransferResult>;
   get(key: string): Promise<Uint8Array | undefined>;
   /** Downloads to a file, hashing on the way; undefined when the object does not exist. */
-  getToFile(key: string, path: string, opts?: TransferOptions): Promise<TransferResult | undefined>;
+  getToFile(key: string, path: string, opts?: GetOptions): Promise<TransferResult | undefined>;
   getStream(key: string): Promise<Readable | undefined>;
   head(key: string): Promise<ObjectInfo | undefined>;
   /** Every object under a prefix, recursively. */

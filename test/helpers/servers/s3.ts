@@ -24,6 +24,8 @@ export interface S3Server {
   fail(count: number, kind: 'InternalError' | 'SlowDown' | 'Reset', method?: string): void;
   clearFaults(): void;
   faultsServed: number;
+  /** Response body bytes the proxy passed on for GETs, by object key (the path less `/<bucket>/`). */
+  getBytes: Map<string, number>;
   env: Record<string, string>;
   stop(): Promise<void>;
 }
@@ -56,6 +58,7 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
 
   const faults: { kind: 'InternalError' | 'SlowDown' | 'Reset'; method?: string }[] = [];
   const state = { served: 0 };
+  const getBytes = new Map<string, number>();
   const proxy: Server = createServer((req, res) => {
     const i = faults.findIndex((f) => !f.method || f.method === req.method);
     if (i >= 0) {
@@ -81,6 +84,13 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
       { host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers },
       (r) => {
         res.writeHead(r.statusCode ?? 500, r.headers);
+        if (req.method === 'GET') {
+          const key = decodeURIComponent(new URL(req.url ?? '/', 'http://s3').pathname).replace(
+            `/${bucket}/`,
+            '',
+          );
+          r.on('data', (b: Buffer) => getBytes.set(key, (getBytes.get(key) ?? 0) + b.length));
+        }
         r.pipe(res);
       },
     );
@@ -102,6 +112,7 @@ export async function startS3(bucket = 'adv-test'): Promise<S3Server> {
     get faultsServed() {
       return state.served;
     },
+    getBytes,
     env: { AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1' },
     stop: async () => {
       proxy.closeAllConnections();
