@@ -11,7 +11,7 @@ import { planSweepChanges } from './sweep-plan-changes.js';
 import type { ItemFn, PlanInput, PlanReport, RunChange } from './plan-changes-model.js';
 import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
-import { DatasetIndex } from '../spec/datasets.js';
+import { DatasetIndex, inputsChange } from '../spec/datasets.js';
 import { EnvironmentIndex, shortRef } from '../spec/environments.js';
 import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
@@ -88,8 +88,11 @@ function runItem(
   const submit = p.actions.find((a) => a.type === 'submit');
   const classified = classifyChange(p, desired, current, patch.length > 0);
   const { change } = classified;
-  const envWhy = change === 'start' || change === 'wait' ? undefined : environmentChange(from, desired?.spec);
-  const why = envWhy && classified.why ? `${envWhy}; ${classified.why}` : (envWhy ?? classified.why);
+  const changed =
+    change === 'start' || change === 'wait'
+      ? []
+      : [environmentChange(from, desired?.spec), inputsChange(from, desired?.spec)];
+  const why = [...changed, classified.why].filter(Boolean).join('; ') || undefined;
   return {
     run: name,
     change,

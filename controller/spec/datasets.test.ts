@@ -3,7 +3,7 @@ import { parseDatasetInputs } from '../../runtime/datasets/contract.js';
 import { buildJobRequest, envSecrets } from '../loop/execute/job-request.js';
 import { desiredRun } from '../reconcile/desired.js';
 import { IMMUTABLE_FIELDS } from '../reconcile/run-plan-model.js';
-import { DatasetIndex, datasetInputs, withResolvedInputs } from './datasets.js';
+import { DatasetIndex, datasetInputs, inputsChange, withResolvedInputs } from './datasets.js';
 import { SpecLoader, type LoadedObject } from './loader.js';
 import type { RunSpec } from './schema.js';
 
@@ -121,5 +121,22 @@ describe('ADV_DATASETS', () => {
     const req = buildJobRequest('r', attempt, spec, { ...inputs, datasets });
     expect(parseDatasetInputs(req.env.ADV_DATASETS)).toEqual(datasets);
     expect(buildJobRequest('r', attempt, { command: 'x' }, inputs).env).not.toHaveProperty('ADV_DATASETS');
+  });
+});
+
+describe('inputsChange, the words of adv plan', () => {
+  const spec = (...inputs: [string, string][]): RunSpec => ({
+    command: 'x',
+    inputs: inputs.map(([as, dataset]) => ({ as, dataset })),
+  });
+  it.each([
+    [spec(['a', 'tokens@1#x']), spec(['a', 'tokens@1#x']), undefined],
+    [spec(['a', 'tokens@1#x']), spec(['a', 'tokens@2#y']), 'Dataset tokens: tokens@1 → tokens@2'],
+    [spec(['a', 'tokens@1#x']), spec(['a', 'tokens@1#z']), 'Dataset tokens@1 changed'],
+    [spec(['a', 'tokens@1#x']), spec(['a', 'web@1#x']), 'input a: Dataset tokens@1 → web@1'],
+    [spec(), spec(['a', 'web@1#x']), 'input a added: Dataset web@1'],
+    [spec(['a', 'web@1#x']), spec(), 'input a removed: Dataset web@1'],
+  ])('%j → %j: %s', (from, to, words) => {
+    expect(inputsChange(from, to)).toBe(words);
   });
 });

@@ -114,3 +114,26 @@ export function datasetInputs(
   }
   return { inputs, missing };
 }
+
+/**
+ * What changed of a run's inputs, in words, for `adv plan`: another version of a dataset
+ * (`Dataset tokens: tokens@1 → tokens@2`), the version in use edited in place, an input added or
+ * removed. Undefined when the inputs are the same.
+ */
+export function inputsChange(from: RunSpec | undefined, to: RunSpec | undefined): string | undefined {
+  if (!to) return undefined;
+  const before = new Map((from?.inputs ?? []).map((i) => [i.as, i.dataset]));
+  const after = new Map((to.inputs ?? []).map((i) => [i.as, i.dataset]));
+  const said: string[] = [];
+  for (const [as, b] of after) {
+    const a = before.get(as);
+    if (a === b) continue;
+    const [sa, sb] = [a && shortRef(a), shortRef(b)];
+    if (!sa) said.push(`input ${as} added: Dataset ${sb}`);
+    else if (sa === sb) said.push(`Dataset ${sb} changed`);
+    else if (sa.split('@')[0] === sb.split('@')[0]) said.push(`Dataset ${sb.split('@')[0]}: ${sa} → ${sb}`);
+    else said.push(`input ${as}: Dataset ${sa} → ${sb}`);
+  }
+  for (const [as, a] of before) if (!after.has(as)) said.push(`input ${as} removed: Dataset ${shortRef(a)}`);
+  return said.length ? said.join('; ') : undefined;
+}
