@@ -41,6 +41,13 @@ describe('Dataset references of a Run', () => {
     expect(r.objects.filter((o) => o.kind === 'Run').map((o) => o.name)).toEqual(['a']);
   });
 
+  it('checks the datasets a Sweep template names', () => {
+    const sweep = `${header('Sweep', 's')}  template:\n    command: x\n    inputs: [{ dataset: tokens@9, as: train }]\n  parameters:\n    grid: { lr: [1, 2] }\n`;
+    expect(errors(load({ ...sets, 'sweeps/s.yaml': sweep }))).toEqual([
+      'sweeps/s.yaml:8 UnknownDataset spec.template.inputs[0].dataset: Dataset "tokens" has no version 9 (versions: 1, 2) | use "tokens@2", or "tokens" for the newest',
+    ]);
+  });
+
   it('refuses a duplicate `as`, and an `as` that is also an input of the same DAG node', () => {
     const dag = `${header('DAG', 'p')}  nodes:
     - id: prep

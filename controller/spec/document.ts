@@ -35,7 +35,7 @@ export interface LoadedDocument {
   environmentRefs?: EnvironmentRef[];
   /** A Dataset's `spec.version`, when it is a whole number (even if the document is invalid). */
   datasetVersion?: number;
-  /** The Datasets a schema-valid Run or DAG names in `inputs`, located. */
+  /** The Datasets a schema-valid Run, DAG or Sweep names in `inputs`, located. */
   datasetRefs?: DatasetRef[];
   /** A schema-valid Dataset's output source, located (empty for other sources). */
   datasetOutputs?: DatasetOutputRef[];

@@ -286,6 +286,8 @@ function loadOneFile(
       doc.environmentRefs = environmentRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
       doc.datasetRefs = datasetRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
     }
+    if (obj.kind === 'Sweep')
+      doc.datasetRefs = datasetRefsOf([[['spec', 'template'], (obj as Sweep).spec.template]], pd.locator);
     if (obj.kind === 'Dataset') doc.datasetOutputs = datasetOutputRefOf((obj as Dataset).spec, pd.locator);
     if (obj.kind === 'Environment') doc.templateRefs = templateRefsOf((obj as Environment).spec, pd.locator);
     doc.object = obj;
@@ -304,7 +306,8 @@ function runSpecsOf(obj: Run | Dag): [(string | number)[], Run['spec']][] {
 function hasSummaries(d: LoadedDocument): boolean {
   // A kind an older loader did not know (a Dataset) may be one this one knows.
   if (!d.object) return !d.diagnostics.some((x) => x.code === 'UnknownKind');
-  if ((d.kind === 'DAG' || d.kind === 'Run') && d.datasetRefs === undefined) return false;
+  if ((d.kind === 'DAG' || d.kind === 'Run' || d.kind === 'Sweep') && d.datasetRefs === undefined)
+    return false;
   if (d.kind === 'Dataset') return d.datasetOutputs !== undefined;
   if (d.kind === 'DAG')
     return d.children !== undefined && d.modeRefs !== undefined && d.environmentRefs !== undefined;
