@@ -8,7 +8,7 @@
 import { storeCredentialNames } from '../storage.js';
 import type { BackendList } from '../backends/types.js';
 import { checkpointModeDiagnostics } from './checkpoint-rules.js';
-import { datasetCrossRules } from './dataset-rules.js';
+import { datasetCrossRules } from './dataset-cross.js';
 import type { Diagnostic } from './diagnostic.js';
 import type { LoadedDocument } from './document.js';
 import { resolveRef, templateProblem, type EnvironmentDoc } from './environment-rules.js';
