@@ -41,35 +41,24 @@ export function datasetCrossRules(
         !d.diagnostics.some((x) => x.severity === 'error') &&
         byName.get(`Dataset/${d.name}@${d.datasetVersion}`)?.length === 1,
     }));
-  for (const d of docs)
-    for (const ref of d.datasetRefs ?? []) {
-      const problem = datasetRefProblem(ref, sets);
-      if (problem)
-        add(d, {
-          severity: 'error',
-          file: d.file,
-          line: ref.line,
-          column: ref.column,
-          path: ref.path,
-          ...problem,
-        });
-    }
-  for (const d of docs)
-    for (const ref of d.datasetOutputs ?? []) {
-      const problem = outputRefProblem(ref, docs);
-      if (problem)
-        add(d, {
-          severity: 'error',
-          file: d.file,
-          line: ref.line,
-          column: ref.column,
-          path: ref.path,
-          ...problem,
-        });
-    }
+  const at = (d: LoadedDocument, ref: Located, problem: Problem | undefined) =>
+    problem &&
+    add(d, {
+      severity: 'error',
+      file: d.file,
+      line: ref.line,
+      column: ref.column,
+      path: ref.path,
+      ...problem,
+    });
+  for (const d of docs) {
+    for (const ref of d.datasetRefs ?? []) at(d, ref, datasetRefProblem(ref, sets));
+    for (const ref of d.datasetOutputs ?? []) at(d, ref, outputRefProblem(ref, docs));
+  }
 }
 
 type Problem = Pick<Diagnostic, 'code' | 'message' | 'hint'>;
+type Located = Pick<Diagnostic, 'line' | 'column' | 'path'>;
 
 const PUSH_HINT = (name: string) =>
   `add datasets/${name}.yaml (kind: Dataset), or run \`adv dataset push DIR ${name}\``;
