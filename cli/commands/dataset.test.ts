@@ -136,5 +136,32 @@ describe('adv dataset push', () => {
     );
     expect(await log()).toEqual(['init']);
     await expect(readFile(join(storeDir, 'datasets'))).rejects.toThrow();
+
+    await rm(join(data, 'sub', 'link.txt'));
+    await writeFile(join(data, 'two\nlines'), 'x');
+    const named = await push(data);
+    expect(named.code).not.toBe(0);
+    expect(named.err).toContain('has a control character in its name');
+  });
+
+  it('lists no datasets, then each version as JSON with its digest and size', async () => {
+    const none = await adv('dataset', 'ls', '--repo', repo, '-o', 'json');
+    expect(none.code, none.err).toBe(0);
+    expect(JSON.parse(none.out)).toEqual([]);
+    const data = join(tmp, 'data');
+    await writeTree(data, files);
+    expect((await push(data)).code).toBe(0);
+    const { digest } = await packDir(data, 'tokens');
+    const ls = await adv('dataset', 'ls', '--repo', repo, '--store', `file://${storeDir}`, '-o', 'json');
+    expect(JSON.parse(ls.out)).toEqual([
+      {
+        name: 'tokens',
+        version: 1,
+        source: `store ${pushedPrefix('tokens', digest)}`,
+        digest,
+        files: 3,
+        bytes: 16,
+      },
+    ]);
   });
 });

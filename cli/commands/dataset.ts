@@ -100,6 +100,15 @@ export async function packDir(dir: string, name: string): Promise<DatasetManifes
 async function walk(root: string, rel: string, out: string[]): Promise<void> {
   for (const e of await readdir(join(root, rel), { withFileTypes: true })) {
     const path = rel ? `${rel}/${e.name}` : e.name;
+    // A manifest line is `<sha256> <size> <path>\n`: a control character would make it two.
+    if ([...e.name].some((ch) => ch < ' ' || ch === '\x7f'))
+      throw new AdvError(
+        ErrorCode.UsageError,
+        `${printable(join(root, path))} has a control character in its name`,
+        {
+          hint: 'rename the file: a dataset path is printable text',
+        },
+      );
     if (e.isDirectory()) await walk(root, path, out);
     else if (e.isFile()) out.push(path);
     else
