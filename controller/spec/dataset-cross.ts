@@ -29,6 +29,7 @@ export function datasetCrossRules(
   byName: ReadonlyMap<string, LoadedDocument[]>,
   add: Add,
 ): void {
+  if (!docs.some((d) => d.datasetRefs?.length || d.datasetOutputs?.length)) return;
   const sets: DatasetDoc[] = docs
     .filter((d) => d.kind === 'Dataset' && d.name && d.datasetVersion !== undefined)
     .map((d) => ({
@@ -53,7 +54,7 @@ export function datasetCrossRules(
     });
   for (const d of docs) {
     for (const ref of d.datasetRefs ?? []) at(d, ref, datasetRefProblem(ref, sets));
-    for (const ref of d.datasetOutputs ?? []) at(d, ref, outputRefProblem(ref, docs));
+    for (const ref of d.datasetOutputs ?? []) at(d, ref, outputRefProblem(ref, docs, byName));
   }
 }
 
@@ -91,11 +92,16 @@ function datasetRefProblem(r: DatasetRef, sets: readonly DatasetDoc[]): Problem 
   return undefined;
 }
 
-function outputRefProblem(r: DatasetOutputRef, docs: readonly LoadedDocument[]): Problem | undefined {
+function outputRefProblem(
+  r: DatasetOutputRef,
+  docs: readonly LoadedDocument[],
+  byName: ReadonlyMap<string, LoadedDocument[]>,
+): Problem | undefined {
   if (r.run !== undefined) {
-    const runs = docs.filter((d) => d.kind === 'Run' && d.name).map((d) => d.name!);
+    if (byName.has(`Run/${r.run}`)) return undefined;
     const children = docs.flatMap((d) => d.children ?? []).map((c) => c.name);
-    if (runs.includes(r.run) || children.includes(r.run)) return undefined;
+    if (children.includes(r.run)) return undefined;
+    const runs = docs.filter((d) => d.kind === 'Run' && d.name).map((d) => d.name!);
     const guess = closest(r.run, [...runs, ...children]);
     return {
       code: 'UnknownDatasetSource',
@@ -103,7 +109,7 @@ function outputRefProblem(r: DatasetOutputRef, docs: readonly LoadedDocument[]):
       hint: guess ? `did you mean "${guess}"?` : 'name a Run of this repo, or a DAG node with dag: and node:',
     };
   }
-  const dagDocs = docs.filter((d) => d.kind === 'DAG' && d.name === r.dag && d.object);
+  const dagDocs = (byName.get(`DAG/${r.dag}`) ?? []).filter((d) => d.object);
   if (!dagDocs.length) {
     const names = docs.filter((d) => d.kind === 'DAG' && d.name).map((d) => d.name!);
     const guess = closest(r.dag!, names);
