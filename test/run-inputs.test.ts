@@ -15,6 +15,7 @@ import { packDir } from '../cli/commands/dataset.js';
 import { FILE_STORAGE } from './helpers/backends/kinds.js';
 import { captureIo, removeTree } from './helpers/io.js';
 import { LOCAL_BACKEND, makeWorkTree, runYaml, type WorkTree } from './helpers/git/specs-repo.js';
+import { passUntil } from './helpers/wait.js';
 
 /** One attempt of a run on a loaded machine (submit, run, observe, commit), never a window. */
 const ATTEMPT_MS = 60_000;
@@ -78,6 +79,23 @@ describe('a Run with inputs', { timeout: 3 * ATTEMPT_MS }, () => {
       expect(valid?.message).toContain('runs/lost.yaml');
       expect(valid?.message).toContain('Dataset "tokenz" is not defined in this repo');
       expect(valid?.message).toContain('did you mean "tokens"?');
+
+      // The run's desired state holds the version it resolved to: a new version is a change of
+      // it, which a started run without onSpecChange: Restart refuses, naming the field.
+      expect(c.runStatus('reader')?.appliedSpec?.inputs?.[0]?.dataset).toMatch(/^tokens@1#[0-9a-f]{12}$/);
+      await writeFile(join(data, 'vocab.txt'), 'a b c d\n');
+      const again = captureIo({ ...process.env, HOME: tmp }, wt.dir);
+      expect(
+        await runCli(['dataset', 'push', data, 'tokens', '--repo', wt.dir, '--data-dir', dataDir], again),
+      ).toBe(0);
+      expect(again.out()).toContain('tokens@2 pushed');
+      c.requestFetch('test');
+      const rejected = () =>
+        c
+          .runStatus('reader')
+          ?.status.conditions.find((x) => x.type === 'SpecChangeRejected' && x.status === 'True');
+      await passUntil(c, 'the new version to reach reader', () => rejected() !== undefined, ATTEMPT_MS);
+      expect(rejected()?.message).toContain('/inputs/0/dataset');
     } finally {
       await c.stop();
     }
