@@ -144,6 +144,24 @@ describe('adv dataset push', () => {
     expect(named.err).toContain('has a control character in its name');
   });
 
+  it("notes a push to another store than the repo's Storage, which jobs read from", async () => {
+    const data = join(tmp, 'data');
+    await writeTree(data, files);
+    const lab = join(tmp, 'lab-store');
+    await writeTree(repo, {
+      'storage.yaml': `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: ${lab}}}\n`,
+    });
+    const elsewhere = await push(data);
+    expect(elsewhere.code, elsewhere.err).toBe(0);
+    expect(elsewhere.err).toBe(
+      `note: pushing to file://${storeDir}, but the repo's Storage is file://${lab}: jobs read datasets from the latter\n`,
+    );
+    const there = await adv('dataset', 'push', data, 'tokens', '--repo', repo);
+    expect(there.code, there.err).toBe(0);
+    expect(there.err).toBe('');
+    expect(there.out).toContain(`tokens@1 already pushed`);
+  });
+
   it('lists no datasets, then each version as JSON with its digest and size', async () => {
     const none = await adv('dataset', 'ls', '--repo', repo, '-o', 'json');
     expect(none.code, none.err).toBe(0);

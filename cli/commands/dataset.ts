@@ -14,8 +14,10 @@ import {
   AdvError,
   DatasetIndex,
   ErrorCode,
+  storeTarget,
   type DatasetSpec,
   type LoadResult,
+  type Storage,
 } from '../../controller/index.js';
 import { sha256File } from '../../runtime/checkpoint.js';
 import {
@@ -27,7 +29,7 @@ import {
 } from '../../runtime/datasets/contract.js';
 import { openStore, type ObjectStore } from '../../runtime/store/index.js';
 import { renderTable } from '../format.js';
-import { gitToken, resolveRepo } from '../repo.js';
+import { defaultDataDir, gitToken, resolveRepo } from '../repo.js';
 import { openSpecsWorkTree, type SpecsWorkTree } from '../specs-writer.js';
 import { openSpecsStore, type StoreOpts } from '../store.js';
 import { printable, type Io } from '../output.js';
@@ -197,6 +199,7 @@ async function push(dir: string, name: string, opts: PushOpts, io: Io): Promise<
     const versions = new DatasetIndex(specs.objects).all().filter((d) => d.name === name);
     const newest = versions.at(-1);
     const store = await commandStore(specs, repo, opts, io);
+    await warnOtherStore(store, specs, repo, opts, io);
     const sent = await uploadDataset(store, dir, manifest);
     const what = `${manifest.files.length} files, ${sizeText(manifest.totalBytes)}, ${sent.uploaded} uploaded, ${sent.skipped} already there`;
     if (newest && newest.spec.digest === manifest.digest && version === undefined) {
@@ -224,6 +227,23 @@ async function push(dir: string, name: string, opts: PushOpts, io: Io): Promise<
 function commandStore(specs: LoadResult, repo: string, opts: StoreOpts, io: Io): Promise<ObjectStore> {
   const explicit = opts.store ?? io.env.ADV_STORE;
   return explicit ? openStore(explicit, io.env) : openSpecsStore(specs, repo, opts, io);
+}
+
+/**
+ * The recorded prefix is relative to the store: jobs read the repo's Storage, so a push to another
+ * store (`--store`, `ADV_STORE`) records a version they cannot fetch unless the bytes are copied.
+ */
+async function warnOtherStore(store: ObjectStore, specs: LoadResult, repo: string, opts: StoreOpts, io: Io) {
+  const storage = specs.objects.find((o) => o.kind === 'Storage')?.object as Storage | undefined;
+  if (!storage) return;
+  const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+  const [theirs, ours] = [storeTarget(storage.spec, dataDir, io.env).url, store.url].map((u) =>
+    u.replace(/\/$/, ''),
+  );
+  if (theirs !== ours)
+    io.stderr.write(
+      `note: pushing to ${ours}, but the repo's Storage is ${theirs}: jobs read datasets from the latter\n`,
+    );
 }
 
 /**
