@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { urlFilePath } from './dataset-rules.js';
 import { SpecLoader } from './loader.js';
 import type { Diagnostic } from './diagnostic.js';
 
@@ -99,7 +100,11 @@ describe('Dataset references of a Run', () => {
       - { url: "https://x.org/d/a.bin?sig=1", sha256: ${SHA} }
       - { url: "s3://bucket/other/a.bin", sha256: ${SHA} }
       - { url: "https://x.org/b", sha256: ${SHA}, path: ../b }
+      - { url: "https://x.org/%E0%A4%A", sha256: ${SHA} }
+      - { url: "https://x.org/d/with%20space", sha256: ${SHA} }
 `;
+    expect(urlFilePath({ url: 'https://x.org/%E0%A4%A' })).toBe('%E0%A4%A');
+    expect(urlFilePath({ url: 'https://x.org/d/with%20space' })).toBe('with space');
     expect(errors(load({ 'datasets/u.yaml': dataset('u', 1, urls) }))).toEqual([
       'datasets/u.yaml:10 DatasetPath spec.source.urls[1].url: file path "a.bin" is also the path of urls[0] | give one of them another path: each file of a dataset has its own',
       'datasets/u.yaml:11 DatasetPath spec.source.urls[2].path: file path "../b" is not a relative path inside the dataset | give the file a path such as "train/part-0.bin" (no "..", no leading "/")',

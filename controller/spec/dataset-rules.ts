@@ -19,7 +19,12 @@ export const parseDatasetRef = parseEnvironmentRef;
 export function urlFilePath(u: { url: string; path?: string }): string {
   if (u.path !== undefined) return u.path;
   const pathname = u.url.replace(/^[a-z0-9]+:\/\/[^/]*/, '').replace(/[?#].*$/, '');
-  return decodeURIComponent(pathname.split('/').filter(Boolean).at(-1) ?? '');
+  const last = pathname.split('/').filter(Boolean).at(-1) ?? '';
+  try {
+    return decodeURIComponent(last);
+  } catch {
+    return last; // a malformed escape (`%E0%A4`) is taken as written, never a loader crash
+  }
 }
 
 /** A relative `/`-separated path that stays inside the dataset (no `..`, not absolute, not empty). */
