@@ -141,4 +141,24 @@ describe('Dataset references of a Run', () => {
       'datasets/r.yaml:8 UnknownDatasetSource spec.source.output: output names Run "sole", which is not defined in this repo | did you mean "solo"?',
     ]);
   });
+
+  it('is checked again when a load changes one file: a Dataset added, a Run an output names renamed', () => {
+    const loader = new SpecLoader();
+    const put = (f: string, text: string) => loader.loadFile(f, new TextEncoder().encode(text), f + text);
+    const codes = () => loader.result().diagnostics.map((d) => `${d.file} ${d.code}`);
+    put('datasets/t1.yaml', dataset('tokens', 1));
+    put('runs/a.yaml', run('a', input('tokens@2', 'x')));
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: x\n`);
+    put('datasets/out.yaml', dataset('out', 1, '    output: { run: solo, output: o }\n'));
+    expect(codes()).toEqual(['runs/a.yaml UnknownDataset']);
+    put('datasets/t2.yaml', dataset('tokens', 2));
+    expect(codes()).toEqual([]);
+    // A plain Run edited in place keeps its cross-file facts; renamed, it does not.
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: y\n`);
+    expect(codes()).toEqual([]);
+    put('runs/solo.yaml', `${header('Run', 'alone')}  command: y\n`);
+    expect(codes()).toEqual(['datasets/out.yaml UnknownDatasetSource']);
+    loader.removeFile('datasets/t2.yaml');
+    expect(codes()).toEqual(['datasets/out.yaml UnknownDatasetSource', 'runs/a.yaml UnknownDataset']);
+  });
 });
