@@ -111,6 +111,16 @@ describe('Dataset references of a Run', () => {
     ]);
   });
 
+  it('refuses a store prefix that would leave the store', () => {
+    const at = (prefix: string) =>
+      errors(load({ 'datasets/p.yaml': dataset('p', 1, `    store: { prefix: "${prefix}" }\n`) }));
+    expect(at('a/../../b/')).toEqual([
+      'datasets/p.yaml:8 DatasetPath spec.source.store.prefix: prefix "a/../../b/" is not a path inside the store | write it relative to the store, without "." or ".." segments or "//", e.g. "datasets/tokens/3f2a…/"',
+    ]);
+    expect(at('a//b/')).toHaveLength(1);
+    expect(at('datasets/tokens/ab12/')).toEqual([]);
+  });
+
   it('refuses an https-less URL, a digest that is not sha256 and a store prefix without its slash, in the schema', () => {
     const bad = `${header('Dataset', 'b')}  version: 1\n  digest: md5:abc\n  source:\n    store: { prefix: datasets/b }\n`;
     const codes = errors(load({ 'datasets/b.yaml': bad })).map((e) => e.split(':')[1]);

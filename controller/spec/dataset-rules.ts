@@ -46,6 +46,14 @@ export function datasetDocRules(c: Collector, ds: Dataset): void {
         : 'spec.source names no source',
       'keep exactly one of store: {prefix}, urls: [{url, sha256}] and output: {run|dag+node, output}',
     );
+  const prefix = source.store?.prefix;
+  if (prefix !== undefined && !safeRelPath(prefix.slice(0, -1)))
+    c.error(
+      'DatasetPath',
+      ['spec', 'source', 'store', 'prefix'],
+      `prefix "${prefix}" is not a path inside the store`,
+      'write it relative to the store, without "." or ".." segments or "//", e.g. "datasets/tokens/3f2a…/"',
+    );
   const seen = new Map<string, number>();
   (source.urls ?? []).forEach((u, i) => {
     const path = urlFilePath(u);
