@@ -19,6 +19,8 @@ import { basename, join, relative, resolve } from 'node:path';
 import {
   AdvError,
   CROSS_FILE_CODES,
+  DatasetIndex,
+  datasetInputs,
   EnvironmentIndex,
   ErrorCode,
   SpecLoader,
@@ -381,6 +383,13 @@ function composeJob(
         hint: 'run adv run inside the specs repo that defines it, or drop spec.environment',
       },
     );
+  const datasets = datasetInputs(r.spec, new DatasetIndex(specs?.objects ?? []));
+  if (datasets.missing.length)
+    throw new AdvError(
+      ErrorCode.NotFound,
+      `run ${r.run} names Dataset ${printable(datasets.missing.join(', '))}, which is not in the specs here`,
+      { hint: 'run adv run inside the specs repo that defines it (adv dataset push DIR NAME adds one)' },
+    );
   try {
     return buildJobRequest(
       r.run,
@@ -393,6 +402,7 @@ function composeJob(
         passEnv: [],
         store,
         ...(environment ? { environment } : {}),
+        ...(datasets.inputs.length ? { datasets: datasets.inputs } : {}),
       },
     );
   } catch (e) {

@@ -48,6 +48,7 @@ describe('adv', () => {
       'alert.schema.json',
       'backend.schema.json',
       'dag.schema.json',
+      'dataset.schema.json',
       'environment.schema.json',
       'provider.schema.json',
       'run.schema.json',

@@ -10,6 +10,7 @@ import { registerCompletion } from './commands/completion.js';
 import { registerCost } from './commands/cost.js';
 import { registerController } from './commands/controller.js';
 import { registerDag } from './commands/dag.js';
+import { registerDataset } from './commands/dataset.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerExec } from './commands/exec.js';
 import { registerFork } from './commands/fork.js';
@@ -93,6 +94,7 @@ Docs: README.md and docs/reference/specs.md`,
   registerShell(program, io);
   registerSsh(program, io);
   registerPython(program, io);
+  registerDataset(program, io);
   return program;
 }
 

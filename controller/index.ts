@@ -127,6 +127,9 @@ export { dashboardRoute } from './dashboard/index.js';
 // `adv run`: one attempt composed as the controller composes it, started as the local backend does.
 export { buildJobRequest } from './loop/execute/job-request.js';
 export { EnvironmentIndex } from './spec/environments.js';
+// Datasets (adv dataset, adv run): the repo's versions and a run's inputs resolved.
+export { DatasetIndex, datasetInputs } from './spec/datasets.js';
+export type { Dataset, DatasetSpec } from './spec/schema.js';
 export { baseJobEnv } from './backends/job-env.js';
 export { jobNameFor } from './backends/types.js';
 export type { JobRequest } from './backends/types.js';

@@ -333,3 +333,45 @@ spec:
     }
   });
 });
+
+describe('adv run with inputs', () => {
+  it('gives the job ADV_DATASETS for the version adv dataset push recorded in the specs here', async () => {
+    const specs = join(tmp, 'specs-inputs');
+    const store = join(tmp, 'inputs-store');
+    const data = join(tmp, 'inputs-data');
+    await mkdir(join(specs, 'runs'), { recursive: true });
+    await mkdir(data, { recursive: true });
+    await writeFile(join(data, 'vocab.txt'), 'a b c\n');
+    await git(['init', '-q', '-b', 'main'], { cwd: specs });
+    await writeFile(
+      join(specs, 'storage.yaml'),
+      `apiVersion: adventuretime.dev/v1alpha1\nkind: Storage\nmetadata: {name: default}\nspec: {type: file, file: {path: ${store}}}\n`,
+    );
+    await writeFile(
+      join(specs, 'runs', 'reads.yaml'),
+      `apiVersion: adventuretime.dev/v1alpha1
+kind: Run
+metadata: {name: reads}
+spec:
+  inputs: [{dataset: vocab, as: words}]
+  command: ['sh', '-c', 'echo "datasets: $ADV_DATASETS"']
+`,
+    );
+    const pushed = adv(['dataset', 'push', data, 'vocab'], specs);
+    expect(await pushed.code, pushed.err()).toBe(0);
+    expect(pushed.out()).toContain(`vocab@1 pushed to file://${store}/datasets/vocab/`);
+    const r = adv(['run', 'reads'], specs);
+    expect(await r.code, r.err()).toBe(0);
+    const line = r
+      .out()
+      .split('\n')
+      .find((l) => l.startsWith('datasets: '));
+    expect(JSON.parse(line!.slice('datasets: '.length))).toMatchObject([
+      {
+        as: 'words',
+        dataset: 'vocab@1',
+        source: { store: { prefix: expect.stringMatching(/^datasets\/vocab\/[0-9a-f]{64}\/$/) } },
+      },
+    ]);
+  });
+});

@@ -358,6 +358,7 @@ esac
     expect(complete(['adv', 'get', 's'])).toEqual(['sweeps']);
     expect(complete(['adv', 'logs', '--fol'])).toEqual(['--follow']);
     expect(complete(['adv', 'completion', 'b'])).toEqual(['bash']);
+    expect(complete(['adv', 'dataset', ''])).toEqual(['ls', 'push']);
     expect(existsSync(marker())).toBe(false);
   });
 });

@@ -16,6 +16,7 @@ const DIRS: Record<Kind, string> = {
   Provider: 'notifications',
   Alert: 'notifications',
   Sweep: 'sweeps',
+  Dataset: 'datasets',
 };
 
 /** `adv apply -f FILE`: validates the file alone, then in the repo, and commits it (pushes for a URL). */

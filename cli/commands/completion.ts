@@ -108,6 +108,8 @@ ${cases}
     logs|metrics) _adv_offer "$cur" < <(_adv_names runs) ;;
     ckpt) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words ls pull gc);
           else _adv_offer "$cur" < <(_adv_names runs); fi ;;
+    dataset) if [ "$COMP_CWORD" -eq 2 ]; then _adv_offer "$cur" < <(_adv_words push ls);
+          else while IFS= read -r f; do COMPREPLY+=("$f"); done < <(compgen -f -- "$cur"); fi ;;
     completion) _adv_offer "$cur" < <(_adv_words bash zsh fish) ;;
     *) while IFS= read -r f; do COMPREPLY+=("$f"); done < <(compgen -f -- "$cur") ;;
   esac

@@ -6,6 +6,7 @@ import type { GitPort } from '../git/port.js';
 import { TERMINAL_PHASES } from '../status/phases.js';
 import type { RunStatus } from '../status/types.js';
 import type { InvalidDocument, LoadedObject } from '../spec/loader.js';
+import { withResolvedInputs, type DatasetIndex } from '../spec/datasets.js';
 import { resolvedRef, type EnvironmentIndex } from '../spec/environments.js';
 import type { DagSpec, Run, RunSpec, SweepSpec } from '../spec/schema.js';
 import type { DesiredDag } from './dag-plan.js';
@@ -17,11 +18,16 @@ import { generationOf, isLiveAttempt, type DesiredRun, type InvalidRun } from '.
  * `name@version#digest` (`spec/environments.ts`): a new version of an Environment the run names
  * without a version, or an edit of the version it uses, changes the run's spec and generation,
  * like a change of its own `setup` or `env` (an immutable field: `policy.onSpecChange` decides).
- * A run pinned to `name@1` does not change when `name@2` is added.
+ * A run pinned to `name@1` does not change when `name@2` is added. The datasets of its `inputs`
+ * are resolved the same way against `datasets` (`spec/datasets.ts`).
  */
-export function desiredRun(o: LoadedObject, environments?: EnvironmentIndex): DesiredRun {
+export function desiredRun(
+  o: LoadedObject,
+  environments?: EnvironmentIndex,
+  datasets?: DatasetIndex,
+): DesiredRun {
   const run = o.object as Run;
-  const spec = withResolvedEnvironment(run.spec, environments);
+  const spec = withResolvedInputs(withResolvedEnvironment(run.spec, environments), datasets);
   return {
     name: o.name,
     spec,

@@ -7,6 +7,7 @@ import { planChanges } from './plan-changes.js';
 import { recordSubmitted } from './results.js';
 import { planRun, type PlanContext } from './run-plan.js';
 import { EnvironmentIndex } from '../spec/environments.js';
+import { DatasetIndex } from '../spec/datasets.js';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 const ctx: Omit<PlanContext, 'specCommit'> = {
@@ -33,9 +34,10 @@ function objects(files: Record<string, string>) {
 /** Each run of `base` running as its first attempt, planned on `base`'s specs. */
 function runningOn(base: ReturnType<typeof objects>): Map<string, RunStatusDoc> {
   const envs = new EnvironmentIndex(base);
+  const datasets = new DatasetIndex(base);
   const out = new Map<string, RunStatusDoc>();
   for (const o of base.filter((x) => x.kind === 'Run')) {
-    const desired = desiredRun(o, envs);
+    const desired = desiredRun(o, envs, datasets);
     const planned = planRun({ name: o.name, desired }, { ...ctx, specCommit: 'a'.repeat(40) });
     out.set(o.name, recordSubmitted(planned.doc!, 1, '42', false, ctx.now).doc);
   }
@@ -75,6 +77,29 @@ describe('adv plan: a changed Environment is a change of the runs that use it', 
       { run: 'newest', change: 'restart', why: 'Environment cuda12@1 changed' },
       { run: 'pinned', change: 'restart', why: 'Environment cuda12@1 changed' },
       { run: 'refuses', change: 'reject', why: 'Environment cuda12@1 changed' },
+    ]);
+  });
+});
+
+describe('adv plan: a new version of a dataset is a change of the runs that read it', () => {
+  const dataset = (version: number, prefix = `d/v${version}/`) =>
+    `${header('Dataset', 'tokens')}  version: ${version}\n  source: {store: {prefix: ${prefix}}}\n`;
+  const reader = (name: string, ref: string) =>
+    `${header('Run', name)}  command: [python, train.py]\n  inputs: [{dataset: ${ref}, as: train}]\n  policy: {onSpecChange: Restart}\n`;
+  const runs = {
+    'runs/newest.yaml': reader('newest', 'tokens'),
+    'runs/pinned.yaml': reader('pinned', 'tokens@1'),
+  };
+
+  it('restarts the runs that take the newest, says which versions, and leaves pinned ones', () => {
+    const base = { 'datasets/1.yaml': dataset(1), ...runs };
+    expect(plan(base, base)).toEqual([]);
+    expect(plan(base, { ...base, 'datasets/2.yaml': dataset(2) })).toEqual([
+      { run: 'newest', change: 'restart', why: 'Dataset tokens: tokens@1 → tokens@2' },
+    ]);
+    expect(plan(base, { ...base, 'datasets/1.yaml': dataset(1, 'd/moved/') })).toEqual([
+      { run: 'newest', change: 'restart', why: 'Dataset tokens@1 changed' },
+      { run: 'pinned', change: 'restart', why: 'Dataset tokens@1 changed' },
     ]);
   });
 });

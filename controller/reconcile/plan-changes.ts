@@ -11,6 +11,7 @@ import { planSweepChanges } from './sweep-plan-changes.js';
 import type { ItemFn, PlanInput, PlanReport, RunChange } from './plan-changes-model.js';
 import { planDag, type DesiredDag } from './dag-plan.js';
 import { desiredDag, desiredRun } from './desired.js';
+import { DatasetIndex, inputsChange } from '../spec/datasets.js';
 import { EnvironmentIndex, shortRef } from '../spec/environments.js';
 import { IMMUTABLE_FIELDS, planRun, type DesiredRun, type PlanContext } from './run-plan.js';
 
@@ -26,7 +27,10 @@ export type {
 
 const runsOf = (objects: readonly LoadedObject[]) => {
   const environments = new EnvironmentIndex(objects);
-  return new Map(objects.filter((o) => o.kind === 'Run').map((o) => [o.name, desiredRun(o, environments)]));
+  const datasets = new DatasetIndex(objects);
+  return new Map(
+    objects.filter((o) => o.kind === 'Run').map((o) => [o.name, desiredRun(o, environments, datasets)]),
+  );
 };
 
 /**
@@ -84,8 +88,11 @@ function runItem(
   const submit = p.actions.find((a) => a.type === 'submit');
   const classified = classifyChange(p, desired, current, patch.length > 0);
   const { change } = classified;
-  const envWhy = change === 'start' || change === 'wait' ? undefined : environmentChange(from, desired?.spec);
-  const why = envWhy && classified.why ? `${envWhy}; ${classified.why}` : (envWhy ?? classified.why);
+  const changed =
+    change === 'start' || change === 'wait'
+      ? []
+      : [environmentChange(from, desired?.spec), inputsChange(from, desired?.spec)];
+  const why = [...changed, classified.why].filter(Boolean).join('; ') || undefined;
   return {
     run: name,
     change,

@@ -120,6 +120,8 @@ export const IMMUTABLE_FIELDS = [
   'workingDir',
   // Resolved to `name@version#digest` (desired.ts): a new version or an edit of it is a change.
   'environment',
+  // Each input's dataset, resolved the same way (spec/datasets.ts).
+  'inputs',
   // Where the first attempt started from: a fork that has run cannot start elsewhere.
   'forkFrom',
 ] as const;

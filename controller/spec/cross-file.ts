@@ -8,6 +8,7 @@
 import { storeCredentialNames } from '../storage.js';
 import type { BackendList } from '../backends/types.js';
 import { checkpointModeDiagnostics } from './checkpoint-rules.js';
+import { datasetCrossRules } from './dataset-cross.js';
 import type { Diagnostic } from './diagnostic.js';
 import type { LoadedDocument } from './document.js';
 import { resolveRef, templateProblem, type EnvironmentDoc } from './environment-rules.js';
@@ -26,6 +27,9 @@ export const CROSS_FILE_CODES: ReadonlySet<string> = new Set([
   'UnknownEnvironment',
   'EnvironmentInvalid',
   'EnvironmentTemplateName',
+  'UnknownDataset',
+  'DatasetInvalid',
+  'UnknownDatasetSource',
 ]);
 
 type Add = (d: LoadedDocument, diag: Diagnostic) => void;
@@ -48,9 +52,10 @@ export function crossFileRules(
   const byName = new Map<string, LoadedDocument[]>();
   for (const d of docs) {
     if (!d.kind || !d.name) continue;
-    // Environments share a name across versions: one of a name and version is unique.
-    if (d.kind === 'Environment' && d.envVersion === undefined) continue;
-    const k = d.kind === 'Environment' ? `Environment/${d.name}@${d.envVersion}` : `${d.kind}/${d.name}`;
+    // Environments and Datasets share a name across versions: one of a name and version is unique.
+    const version = d.kind === 'Environment' ? d.envVersion : d.kind === 'Dataset' ? d.datasetVersion : 0;
+    if (version === undefined) continue;
+    const k = version ? `${d.kind}/${d.name}@${version}` : `${d.kind}/${d.name}`;
     const list = byName.get(k);
     if (list) list.push(d);
     else byName.set(k, [d]);
@@ -65,6 +70,7 @@ export function crossFileRules(
   storeCredentialRules(docs, storages[0], add);
   modeRules(docs, declared, backends, add);
   environmentRefRules(docs, byName, add);
+  datasetCrossRules(docs, byName, add);
   return { byDoc: out, declared, defined };
 }
 
@@ -94,6 +100,7 @@ export function crossFacts(d: LoadedDocument): string | undefined {
   if ((d.kind !== undefined && d.kind !== 'Run') || d.children || d.sweepPoints || d.templateRefs?.length)
     return undefined;
   if (d.secretRefs?.length || d.modeRefs?.length || d.environmentRefs?.length) return undefined;
+  if (d.datasetRefs?.length) return undefined;
   return JSON.stringify([
     d.kind ?? null,
     d.name ?? null,
@@ -215,7 +222,7 @@ function duplicateNameRules(byName: ReadonlyMap<string, LoadedDocument[]>, add: 
         path: 'metadata.name',
         message: `${k} is also defined at ${others.join(', ')}`,
         hint:
-          d.kind === 'Environment'
+          d.kind === 'Environment' || d.kind === 'Dataset'
             ? 'give one of them another spec.version: a name and version are unique across the repo'
             : 'rename one of them: names are unique per kind across the repo',
       });

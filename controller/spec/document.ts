@@ -1,5 +1,6 @@
 /** One YAML document as the spec loader keeps it: where it is, what it is, and its summaries. */
 import type { ModeRef } from './checkpoint-rules.js';
+import type { DatasetOutputRef, DatasetRef } from './dataset-rules.js';
 import type { Diagnostic } from './diagnostic.js';
 import type { EnvironmentRef, TemplateRef } from './environment-rules.js';
 import type { BackendRef, ChildRef } from './refs.js';
@@ -32,6 +33,12 @@ export interface LoadedDocument {
   templateRefs?: TemplateRef[];
   /** The Environments a schema-valid Run or DAG names, located. */
   environmentRefs?: EnvironmentRef[];
+  /** A Dataset's `spec.version`, when it is a whole number (even if the document is invalid). */
+  datasetVersion?: number;
+  /** The Datasets a schema-valid Run, DAG or Sweep names in `inputs`, located. */
+  datasetRefs?: DatasetRef[];
+  /** A schema-valid Dataset's output source, located (empty for other sources). */
+  datasetOutputs?: DatasetOutputRef[];
   /** Present when the per-file stages passed. */
   object?: SpecObject;
   backendRefs: BackendRef[];

@@ -16,8 +16,9 @@ import { crossFacts, crossFileRules, patchCross, sameNames, type CrossVerdicts }
 import type { LoadedDocument } from './document.js';
 import { documentRules } from './rules.js';
 import { backendRefsOf, backendSecretRefsOf, childRefsOf } from './refs.js';
+import { datasetOutputRefOf, datasetRefsOf } from './dataset-rules.js';
 import { environmentRefsOf, templateRefsOf } from './environment-rules.js';
-import type { Backend, Dag, Environment, Kind, Provider, Run, SpecObject, Sweep } from './schema.js';
+import type { Backend, Dag, Dataset, Environment, Kind, Provider, Run, SpecObject, Sweep } from './schema.js';
 import { providerSecretRefsOf } from '../notify/rules.js';
 import { sweepPointNamesOf } from './sweep-rules.js';
 import type { SpecFileRef, SpecSource } from './source.js';
@@ -265,6 +266,8 @@ function loadOneFile(
     }
     if (doc.kind === 'Environment' && Number.isInteger(value.spec?.version))
       doc.envVersion = value.spec!.version as number;
+    if (doc.kind === 'Dataset' && Number.isInteger(value.spec?.version))
+      doc.datasetVersion = value.spec!.version as number;
     const schemaErrors = validateSchema(dispatched.kind, pd.value, pd.locator, backends);
     if (schemaErrors.length > 0) {
       doc.diagnostics.push(...schemaErrors.map(withFile));
@@ -281,7 +284,11 @@ function loadOneFile(
     if (obj.kind === 'Run' || obj.kind === 'DAG') {
       doc.modeRefs = checkpointModeRefsOf(obj, pd.locator);
       doc.environmentRefs = environmentRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
+      doc.datasetRefs = datasetRefsOf(runSpecsOf(obj as Run | Dag), pd.locator);
     }
+    if (obj.kind === 'Sweep')
+      doc.datasetRefs = datasetRefsOf([[['spec', 'template'], (obj as Sweep).spec.template]], pd.locator);
+    if (obj.kind === 'Dataset') doc.datasetOutputs = datasetOutputRefOf((obj as Dataset).spec, pd.locator);
     if (obj.kind === 'Environment') doc.templateRefs = templateRefsOf((obj as Environment).spec, pd.locator);
     doc.object = obj;
   }
@@ -297,7 +304,11 @@ function runSpecsOf(obj: Run | Dag): [(string | number)[], Run['spec']][] {
 
 /** Whether a cached document has every summary the cross-file rules read. */
 function hasSummaries(d: LoadedDocument): boolean {
-  if (!d.object) return true;
+  // A kind an older loader did not know (a Dataset) may be one this one knows.
+  if (!d.object) return !d.diagnostics.some((x) => x.code === 'UnknownKind');
+  if ((d.kind === 'DAG' || d.kind === 'Run' || d.kind === 'Sweep') && d.datasetRefs === undefined)
+    return false;
+  if (d.kind === 'Dataset') return d.datasetOutputs !== undefined;
   if (d.kind === 'DAG')
     return d.children !== undefined && d.modeRefs !== undefined && d.environmentRefs !== undefined;
   if (d.kind === 'Backend' || d.kind === 'Provider') return d.secretRefs !== undefined;

@@ -9,10 +9,21 @@ import { formatPath } from './diagnostic.js';
 import type { Locator } from './parse.js';
 import { Collector, type Located, type Path } from './rule-kit.js';
 import { dagRules } from './dag-rules.js';
+import { dagInputRules, datasetDocRules, runInputRules } from './dataset-rules.js';
 import { backendSecretRefsOf } from './refs.js';
 import { parallelismRules } from './parallelism-rules.js';
 import { CONTRACT_VARIABLES, environmentRules, runScope, templateRules } from './environment-rules.js';
-import type { Backend, Dag, Environment, Run, RunSpec, SpecObject, Storage, Sweep } from './schema.js';
+import type {
+  Backend,
+  Dag,
+  Dataset,
+  Environment,
+  Run,
+  RunSpec,
+  SpecObject,
+  Storage,
+  Sweep,
+} from './schema.js';
 import { sweepRules } from './sweep-rules.js';
 import { codeRepoUrlProblem } from '../git/code-repo-url.js';
 import { alertRules, providerRules } from '../notify/rules.js';
@@ -29,6 +40,10 @@ export function documentRules(obj: SpecObject, loc: Locator, backends: BackendLi
     case 'DAG':
       dagRules(c, obj as Dag, (spec, base) => runSpecRules(c, spec, base, { inDag: true }));
       dagDefaultsEnvRules(c, obj as Dag);
+      dagInputRules(c, obj as Dag);
+      break;
+    case 'Dataset':
+      datasetDocRules(c, obj as Dataset);
       break;
     case 'Backend':
       backendRules(c, obj as Backend, backends);
@@ -72,6 +87,7 @@ function runSpecRules(c: Collector, spec: RunSpec, base: Path, opts: { inDag?: b
   derivedVariableRules(c, spec, base);
   nulRules(c, spec.code?.path, [...base, 'code', 'path']);
   selectorRules(c, spec.backendSelector, base);
+  runInputRules(c, spec, base);
   if (spec.parallelism) parallelismRules(c, spec.parallelism, spec.resources ?? {}, [...base, 'parallelism']);
 }
 

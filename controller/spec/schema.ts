@@ -21,8 +21,16 @@ import {
   StringEnum,
   StringMap,
 } from './schema-kit.js';
+import { datasetNameField, DatasetSpecSchema, RunInputsSchema } from './dataset-schema.js';
 
 export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, isObjectName } from './schema-kit.js';
+export {
+  DATASET_REF,
+  DatasetSourceSchema,
+  DatasetSpecSchema,
+  INPUT_AS,
+  SHA256_DIGEST,
+} from './dataset-schema.js';
 
 export const API_VERSION = 'adventuretime.dev/v1alpha1';
 
@@ -36,6 +44,7 @@ export const Kind = {
   Provider: 'Provider',
   Alert: 'Alert',
   Sweep: 'Sweep',
+  Dataset: 'Dataset',
 } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 export const KINDS: readonly Kind[] = Object.values(Kind);
@@ -520,6 +529,7 @@ const runSpecProperties = {
   totalSteps: optional(
     Type.Integer({ minimum: 1, description: 'Expected final step, for progress display. Optional.' }),
   ),
+  inputs: optional(RunInputsSchema),
   suspend: optional(Type.Boolean({ description: 'true cancels the run (live attempts are stopped).' })),
 };
 
@@ -988,6 +998,20 @@ export const EnvironmentSchema = strict(
 );
 
 // ---------------------------------------------------------------------------------------------
+// Dataset
+
+export const DatasetSchema = strict(
+  {
+    apiVersion: Type.Literal(API_VERSION, { description: `Always \`${API_VERSION}\`.` }),
+    kind: Type.Literal(Kind.Dataset, { description: 'Always `Dataset`.' }),
+    metadata: Metadata(63, 'dataset', datasetNameField),
+    spec: DatasetSpecSchema,
+  },
+  'Input data a Run names in `inputs`: cached per host by content and materialised into the job dir.',
+  { $id: 'https://adventuretime.dev/schemas/v1alpha1/dataset.json', title: 'Dataset' },
+);
+
+// ---------------------------------------------------------------------------------------------
 // Provider and Alert (notifications, controller/notify/)
 
 /** Provider types: where a notification goes and in what shape. */
@@ -1127,10 +1151,12 @@ export type AlertSpec = Static<typeof AlertSpecSchema>;
 export type Alert = Static<typeof AlertSchema>;
 export type SweepSpec = Static<typeof SweepSpecSchema>;
 export type Sweep = Static<typeof SweepSchema>;
+export type DatasetSpec = Static<typeof DatasetSpecSchema>;
+export type Dataset = Static<typeof DatasetSchema>;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 
 /** Any resource, discriminated by kind. */
-export type SpecObject = Run | Dag | Backend | Storage | Environment | Provider | Alert | Sweep;
+export type SpecObject = Run | Dag | Backend | Storage | Environment | Provider | Alert | Sweep | Dataset;
 
 /** Schema per kind, for validation and generation (with this build's backend types). */
 export const SCHEMAS = {
@@ -1142,6 +1168,7 @@ export const SCHEMAS = {
   Provider: ProviderSchema,
   Alert: AlertSchema,
   Sweep: SweepSchema,
+  Dataset: DatasetSchema,
 } as const satisfies Record<Kind, TSchema>;
 
 const schemasByList = new WeakMap<BackendList, Record<Kind, TSchema>>();

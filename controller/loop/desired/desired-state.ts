@@ -22,6 +22,7 @@ import {
   type LoadedObject,
   type LoadResult,
 } from '../../spec/loader.js';
+import { DatasetIndex } from '../../spec/datasets.js';
 import { EnvironmentIndex } from '../../spec/environments.js';
 import { isObjectName, SCHEMAS, type Run, type StorageSpec } from '../../spec/schema.js';
 import type { LoadError } from '../../status/types.js';
@@ -86,6 +87,8 @@ export class DesiredState {
   backends = new Map<string, LoadedBackend>();
   /** The repo's Environments, by name and version. */
   environments = new EnvironmentIndex();
+  /** The repo's Datasets, by name and version. */
+  datasets = new DatasetIndex();
   storage: StorageSpec | undefined;
   /** Where the Backends and Storage acted on came from (infra-source.ts), for the log. */
   infraSource = '';
@@ -211,9 +214,12 @@ export class DesiredState {
     this.notify = infra.notify ?? NO_NOTIFY;
     this.environments = new EnvironmentIndex(result.objects);
     const envs = this.environments;
+    this.datasets = new DatasetIndex(result.objects);
+    const datasets = this.datasets;
     for (const o of result.objects) {
-      // A Run with an Environment is made again: its desired state changes with the Environment's.
-      if (o.kind === 'Run' && (o.object as Run).spec.environment) runs.set(o.name, desiredRun(o, envs));
+      const spec = o.kind === 'Run' ? (o.object as Run).spec : undefined;
+      // A Run with an Environment or inputs is made again: its desired state changes with theirs.
+      if (spec && (spec.environment || spec.inputs?.length)) runs.set(o.name, desiredRun(o, envs, datasets));
       else if (o.kind === 'Run') runs.set(o.name, this.memo(o, desiredRun));
       else if (o.kind === 'DAG') dags.set(o.name, this.memo(o, desiredDag));
       else if (o.kind === 'Sweep') sweeps.set(o.name, this.memo(o, desiredSweep));

@@ -18,6 +18,7 @@ import { prepareFork } from './fork.js';
 import { buildJobRequest, missingSecretsMessage } from './job-request.js';
 import { errText } from '../observe/observer.js';
 import { StallingError } from '../../errors.js';
+import { datasetInputs } from '../../spec/datasets.js';
 import { shortRef } from '../../spec/environments.js';
 import { Reason } from '../../status/types.js';
 
@@ -108,6 +109,13 @@ export class JobInputs {
         `Environment ${shortRef(spec.environment)} is not in the specs any more`,
         `restore it (old versions stay in the repo for the runs that use them), or change the run's spec.environment`,
       );
+    const datasets = datasetInputs(spec, desired.datasets);
+    if (datasets.missing.length)
+      throw new StallingError(
+        Reason.SpecInvalid,
+        `Dataset ${datasets.missing.join(', ')} is not in the specs any more`,
+        `restore it (old versions stay in the repo for the runs that use them), or change the run's spec.inputs`,
+      );
     const request = buildJobRequest(a.run, attempt, spec, {
       secrets: this.secrets,
       controllerEnv: this.env,
@@ -115,6 +123,7 @@ export class JobInputs {
       store: this.store?.target,
       ...(backend ? { backend: { name: a.backend, spec: backend.spec } } : {}),
       ...(environment ? { environment } : {}),
+      ...(datasets.inputs.length ? { datasets: datasets.inputs } : {}),
       tracking: trackingOf(a.run, current, labels),
     });
     return labels ? { ...request, labels } : request;

@@ -4,6 +4,7 @@
  * `backends/job-env.ts`), the contract variables `adv exec` sets, and what is built here: the
  * variables a Backend names in `passEnv`, the spec's `env`, and the spec's resolved `secrets`.
  */
+import type { DatasetInput } from '../../../runtime/datasets/contract.js';
 import { argvFor } from '../../../runtime/exec.js';
 import { REDACT_VAR } from '../../../runtime/redact.js';
 import { RETENTION_ENV } from '../../../runtime/retention.js';
@@ -45,6 +46,8 @@ export interface JobRequestInputs {
   backend?: { name: string; spec: Pick<BackendSpec, 'setup' | 'uv'> };
   /** The run's Environment, resolved (`spec.environment`). */
   environment?: ResolvedEnvironment;
+  /** The run's `inputs`, resolved (`spec/datasets.ts` datasetInputs): `ADV_DATASETS` when any. */
+  datasets?: DatasetInput[];
   /**
    * What the run's tracking id is made from besides its name (`trackingId`: the controller's first
    * sight of the run) and the group it belongs to (its DAG or sweep). Default: the store's URL.
@@ -93,6 +96,7 @@ export function buildJobRequest(
   };
   const outputs = declaredOutputs(spec);
   if (outputs) env.ADV_OUTPUTS = outputs;
+  if (inputs.datasets?.length) env.ADV_DATASETS = datasetsVariable(run, inputs.datasets);
   // Secrets and store credentials travel apart from the env, and adv exec masks their values.
   const secretEnv: Record<string, string> = { ...inputs.store?.env };
   for (const s of spec.secrets ?? []) {
@@ -116,6 +120,19 @@ export function buildJobRequest(
     ...(inputs.store ? { store: { url: inputs.store.url } } : {}),
     ...composed,
   };
+}
+
+/** `ADV_DATASETS` as JSON; a list too long for one variable (many URLs) stalls with a fix. */
+function datasetsVariable(run: string, datasets: readonly DatasetInput[]): string {
+  const value = JSON.stringify(datasets);
+  const bytes = Buffer.byteLength(`ADV_DATASETS=${value}`);
+  if (bytes > MAX_ARG_BYTES)
+    throw new StallingError(
+      Reason.SpecInvalid,
+      `ADV_DATASETS (the run's inputs as JSON) takes ${bytes} bytes; Linux refuses a variable over ${MAX_ARG_BYTES} (E2BIG)`,
+      `push the files with adv dataset push (a store source lists them in its manifest), then run adv reconcile run ${run}`,
+    );
+  return value;
 }
 
 /**
