@@ -3,7 +3,7 @@
  * apart so that `schema.ts` stays one readable file.
  */
 import { Type } from '@sinclair/typebox';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, optional, strict } from './schema-kit.js';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, optional, strict, StringEnum } from './schema-kit.js';
 
 /**
  * A reference to a Dataset from a Run's `inputs`: its name (a DNS label), optionally pinned to a
@@ -161,4 +161,24 @@ export const DatasetSpecSchema = strict(
     source: DatasetSourceSchema,
   },
   'A named, versioned, content-addressed set of files a Run reads.',
+);
+
+/** A Backend's `datasetCache`: the host cache `adv exec` materialises inputs through. */
+export const DatasetCacheSchema = strict(
+  {
+    maxGiB: optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        description:
+          'The bound of the host dataset cache (`<cache dir>/datasets`, shared by every job on the host): least recently used files go first. Default 100.',
+      }),
+    ),
+    verify: optional(
+      StringEnum(
+        ['stat', 'full'] as const,
+        'How a cached file is checked before a job uses it: `stat` (default) hashes it again only when its size, mtime or inode changed; `full` hashes it on every use.',
+      ),
+    ),
+  },
+  "The host cache `adv exec` materialises a run's `inputs` through (docs/data.md).",
 );

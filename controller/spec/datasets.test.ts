@@ -122,6 +122,24 @@ describe('ADV_DATASETS', () => {
     expect(parseDatasetInputs(req.env.ADV_DATASETS)).toEqual(datasets);
     expect(buildJobRequest('r', attempt, { command: 'x' }, inputs).env).not.toHaveProperty('ADV_DATASETS');
   });
+
+  it("passes the Backend's datasetCache bound and verify mode to the worker, for runs with inputs", () => {
+    const base = { secrets: envSecrets({}), controllerEnv: {}, passEnv: [], store: undefined };
+    const inputs = {
+      ...base,
+      backend: { name: 'b', spec: { datasetCache: { maxGiB: 1.5, verify: 'full' as const } } },
+    };
+    const attempt = { n: 1, jobName: 'adv-r-1', codeCommit: 'abc' };
+    const spec: RunSpec = { command: 'x', inputs: [{ dataset: 'tokens', as: 'train' }] };
+    const env = buildJobRequest('r', attempt, spec, {
+      ...inputs,
+      datasets: datasetInputs(spec, index).inputs,
+    }).env;
+    expect(env).toMatchObject({ ADV_CACHE_MAX_BYTES: String(1.5 * 2 ** 30), ADV_DATASET_VERIFY: 'full' });
+    expect(buildJobRequest('r', attempt, { command: 'x' }, inputs).env).not.toHaveProperty(
+      'ADV_CACHE_MAX_BYTES',
+    );
+  });
 });
 
 describe('inputsChange, the words of adv plan', () => {

@@ -21,7 +21,12 @@ import {
   StringEnum,
   StringMap,
 } from './schema-kit.js';
-import { datasetNameField, DatasetSpecSchema, RunInputsSchema } from './dataset-schema.js';
+import {
+  DatasetCacheSchema,
+  datasetNameField,
+  DatasetSpecSchema,
+  RunInputsSchema,
+} from './dataset-schema.js';
 
 export { DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_NAME, isObjectName } from './schema-kit.js';
 export {
@@ -804,6 +809,7 @@ const commonBackendFields = <const T extends readonly string[]>(types: T) => ({
       'How uv is provided on this backend.',
     ),
   ),
+  datasetCache: optional(DatasetCacheSchema),
   passEnv: optional(
     Type.Array(Type.String({ pattern: ENV_NAME, maxLength: 128 }), {
       description:

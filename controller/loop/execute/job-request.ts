@@ -43,7 +43,7 @@ export interface JobRequestInputs {
   passEnv: readonly string[];
   store: StoreTarget | undefined;
   /** The Backend the attempt goes to: its `setup` steps and `uv` pin. */
-  backend?: { name: string; spec: Pick<BackendSpec, 'setup' | 'uv'> };
+  backend?: { name: string; spec: Pick<BackendSpec, 'setup' | 'uv' | 'datasetCache'> };
   /** The run's Environment, resolved (`spec.environment`). */
   environment?: ResolvedEnvironment;
   /** The run's `inputs`, resolved (`spec/datasets.ts` datasetInputs): `ADV_DATASETS` when any. */
@@ -97,6 +97,10 @@ export function buildJobRequest(
   const outputs = declaredOutputs(spec);
   if (outputs) env.ADV_OUTPUTS = outputs;
   if (inputs.datasets?.length) env.ADV_DATASETS = datasetsVariable(run, inputs.datasets);
+  const cache = inputs.backend?.spec.datasetCache;
+  if (inputs.datasets?.length && cache?.maxGiB)
+    env.ADV_CACHE_MAX_BYTES = String(Math.round(cache.maxGiB * 2 ** 30));
+  if (inputs.datasets?.length && cache?.verify) env.ADV_DATASET_VERIFY = cache.verify;
   // Secrets and store credentials travel apart from the env, and adv exec masks their values.
   const secretEnv: Record<string, string> = { ...inputs.store?.env };
   for (const s of spec.secrets ?? []) {
