@@ -237,8 +237,9 @@ async function warnOtherStore(store: ObjectStore, specs: LoadResult, repo: strin
   const storage = specs.objects.find((o) => o.kind === 'Storage')?.object as Storage | undefined;
   if (!storage) return;
   const dataDir = opts.dataDir ?? (await defaultDataDir(repo, io.env));
+  // A store's `url` never carries its query (endpoint, credentials name): compare bucket and prefix.
   const [theirs, ours] = [storeTarget(storage.spec, dataDir, io.env).url, store.url].map((u) =>
-    u.replace(/\/$/, ''),
+    u.replace(/\?.*$/, '').replace(/\/$/, ''),
   );
   if (theirs !== ours)
     io.stderr.write(
