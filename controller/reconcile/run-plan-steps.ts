@@ -409,9 +409,9 @@ export const lostCondition: RunStep = (w) => {
         now: w.now,
       });
   } else if (last && !isLiveAttempt(last)) {
-    st.conditions = removeCondition(
-      removeCondition(st.conditions, ConditionType.Lost),
-      ConditionType.Restoring,
+    st.conditions = [ConditionType.Lost, ConditionType.Restoring, ConditionType.FetchingData].reduce(
+      removeCondition,
+      st.conditions,
     );
   }
   return undefined;

@@ -41,6 +41,7 @@ export function workerConditions(
       o.now,
     );
   else if (lost?.reason === WORKER_HEARTBEAT_MISSING) out = removeCondition(out, ConditionType.Lost);
+  out = fetchingCondition(out, hb.fetchingDataset, o.now);
   return restoring.length
     ? setCondition(
         out,
@@ -53,4 +54,28 @@ export function workerConditions(
         o.now,
       )
     : removeCondition(out, ConditionType.Restoring);
+}
+
+/**
+ * `FetchingData` while process 0 fetches the run's datasets, its progress in tenths: the message
+ * (and so the status) changes a few times per dataset, not on every heartbeat.
+ */
+function fetchingCondition(
+  conditions: Condition[],
+  f: Heartbeat['fetchingDataset'],
+  now: string,
+): Condition[] {
+  if (!f) return removeCondition(conditions, ConditionType.FetchingData);
+  const tenth = f.total > 0 ? Math.min(10, Math.floor((10 * f.bytes) / f.total)) : 0;
+  const gib = (f.total / 2 ** 30).toFixed(f.total >= 2 ** 30 ? 1 : 3);
+  return setCondition(
+    conditions,
+    {
+      type: ConditionType.FetchingData,
+      status: 'True',
+      reason: 'FetchingDataset',
+      message: `dataset ${f.dataset}: ${tenth * 10}% of ${gib} GiB in place (cached or fetched); the workload starts after it`,
+    },
+    now,
+  );
 }

@@ -51,6 +51,8 @@ export const ConditionType = {
   Lost: 'Lost',
   /** A process of the current multi-host attempt has not finished its restore: its workload waits. */
   Restoring: 'Restoring',
+  /** The current attempt's `adv exec` is fetching the run's datasets (`inputs`): its workload waits. */
+  FetchingData: 'FetchingData',
   /** False: the last attempt's exit code is not in `policy.retryOn.exitCodes`, so the run failed at once. */
   Retryable: 'Retryable',
   /** (Backend) It failed several runs in a row; the solver tries it after the others. */
