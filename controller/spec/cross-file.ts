@@ -13,7 +13,7 @@ import type { Diagnostic } from './diagnostic.js';
 import type { LoadedDocument } from './document.js';
 import { resolveRef, templateProblem, type EnvironmentDoc } from './environment-rules.js';
 import { BACKEND_SECRET_HINT } from './rules.js';
-import type { Backend, Storage } from './schema.js';
+import type { Backend, Run, Storage } from './schema.js';
 import { sweepPointNameRules } from './sweep-rules.js';
 import { closest } from './validate.js';
 
@@ -109,6 +109,8 @@ export function crossFacts(d: LoadedDocument): string | undefined {
     d.namePos ?? null,
     d.object ? 1 : 0,
     d.backendRefs.map((r) => r.name),
+    // A Dataset's output source checks the outputs a Run declares.
+    Object.keys((d.object as Run | undefined)?.spec.outputs ?? {}),
   ]);
 }
 

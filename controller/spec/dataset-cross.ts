@@ -6,7 +6,7 @@
 import type { Diagnostic } from './diagnostic.js';
 import type { DatasetOutputRef, DatasetRef } from './dataset-rules.js';
 import type { LoadedDocument } from './document.js';
-import type { Dag } from './schema.js';
+import type { Dag, Run } from './schema.js';
 import { closest } from './validate.js';
 
 type Add = (d: LoadedDocument, diag: Diagnostic) => void;
@@ -98,7 +98,9 @@ function outputRefProblem(
   byName: ReadonlyMap<string, LoadedDocument[]>,
 ): Problem | undefined {
   if (r.run !== undefined) {
-    if (byName.has(`Run/${r.run}`)) return undefined;
+    const run = (byName.get(`Run/${r.run}`) ?? []).find((d) => d.object)?.object as Run | undefined;
+    if (run) return declares(Object.keys(run.spec.outputs ?? {}), r.output, `Run "${r.run}"`, "the run's");
+    if (byName.has(`Run/${r.run}`)) return undefined; // invalid: its own errors say why
     const children = docs.flatMap((d) => d.children ?? []).map((c) => c.name);
     if (children.includes(r.run)) return undefined;
     const runs = docs.filter((d) => d.kind === 'Run' && d.name).map((d) => d.name!);
@@ -132,13 +134,18 @@ function outputRefProblem(
       hint: guess ? `did you mean "${guess}"?` : `use one of: ${nodes.map((n) => n.id).join(', ')}`,
     };
   }
-  const outputs = Object.keys(node.outputs ?? {});
-  if (outputs.includes(r.output)) return undefined;
+  const outputs = [...Object.keys(node.outputs ?? {}), ...Object.keys(node.run.outputs ?? {})];
+  return declares(outputs, r.output, `node "${r.node}" of DAG "${r.dag}"`, "the node's");
+}
+
+/** Undefined when `output` is among `outputs`; else the problem, with the outputs there are. */
+function declares(outputs: string[], output: string, who: string, whose: string): Problem | undefined {
+  if (outputs.includes(output)) return undefined;
   return {
     code: 'UnknownDatasetSource',
-    message: `node "${r.node}" of DAG "${r.dag}" declares no output "${r.output}"`,
+    message: `${who} declares no output "${output}"`,
     hint: outputs.length
       ? `use one of: ${outputs.join(', ')}`
-      : `declare it in the node's outputs (outputs: {${r.output}: {}})`,
+      : `declare it in ${whose} outputs (outputs: {${output}: {}})`,
   };
 }

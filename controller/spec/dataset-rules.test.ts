@@ -134,14 +134,15 @@ describe('Dataset references of a Run', () => {
     const out = (o: string) => `    output: ${o}\n`;
     const r = load({
       'dags/pipe.yaml': dag,
-      'runs/r.yaml': `${header('Run', 'solo')}  command: x\n`,
+      'runs/r.yaml': `${header('Run', 'solo')}  command: x\n  outputs: { rollouts: {} }\n`,
       'datasets/ok.yaml': dataset('ok', 1, out('{ dag: pipe, node: prep, output: shards }')),
-      'datasets/ok2.yaml': dataset('ok2', 1, out('{ run: solo, output: anything }')),
+      'datasets/ok2.yaml': dataset('ok2', 1, out('{ run: solo, output: rollouts }')),
+      'datasets/ro.yaml': dataset('ro', 1, out('{ run: solo, output: rollout }')),
       'datasets/d.yaml': dataset('d', 1, out('{ dag: pipr, node: prep, output: shards }')),
       'datasets/n.yaml': dataset('n', 1, out('{ dag: pipe, node: prepp, output: shards }')),
       'datasets/o.yaml': dataset('o', 1, out('{ dag: pipe, node: prep, output: shard }')),
       'datasets/r.yaml': dataset('r', 1, out('{ run: sole, output: x }')),
-      'datasets/both.yaml': dataset('both', 1, out('{ run: solo, dag: pipe, node: prep, output: x }')),
+      'datasets/both.yaml': dataset('both', 1, out('{ run: solo, dag: pipe, node: prep, output: rollouts }')),
     });
     expect(errors(r)).toEqual([
       'datasets/both.yaml:8 DatasetSource spec.source.output: output names both a run and a DAG node | write output: {run: NAME, output: OUT} or output: {dag: NAME, node: ID, output: OUT}',
@@ -149,6 +150,7 @@ describe('Dataset references of a Run', () => {
       'datasets/n.yaml:8 UnknownDatasetSource spec.source.output: DAG "pipe" has no node "prepp" | did you mean "prep"?',
       'datasets/o.yaml:8 UnknownDatasetSource spec.source.output: node "prep" of DAG "pipe" declares no output "shard" | use one of: shards',
       'datasets/r.yaml:8 UnknownDatasetSource spec.source.output: output names Run "sole", which is not defined in this repo | did you mean "solo"?',
+      'datasets/ro.yaml:8 UnknownDatasetSource spec.source.output: Run "solo" declares no output "rollout" | use one of: rollouts',
     ]);
   });
 
@@ -158,15 +160,19 @@ describe('Dataset references of a Run', () => {
     const codes = () => loader.result().diagnostics.map((d) => `${d.file} ${d.code}`);
     put('datasets/t1.yaml', dataset('tokens', 1));
     put('runs/a.yaml', run('a', input('tokens@2', 'x')));
-    put('runs/solo.yaml', `${header('Run', 'solo')}  command: x\n`);
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: x\n  outputs: { o: {} }\n`);
     put('datasets/out.yaml', dataset('out', 1, '    output: { run: solo, output: o }\n'));
     expect(codes()).toEqual(['runs/a.yaml UnknownDataset']);
     put('datasets/t2.yaml', dataset('tokens', 2));
     expect(codes()).toEqual([]);
-    // A plain Run edited in place keeps its cross-file facts; renamed, it does not.
-    put('runs/solo.yaml', `${header('Run', 'solo')}  command: y\n`);
+    // A plain Run edited in place keeps its cross-file facts, but not when its outputs change.
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: y\n  outputs: { o: {} }\n`);
     expect(codes()).toEqual([]);
-    put('runs/solo.yaml', `${header('Run', 'alone')}  command: y\n`);
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: y\n`);
+    expect(codes()).toEqual(['datasets/out.yaml UnknownDatasetSource']);
+    put('runs/solo.yaml', `${header('Run', 'solo')}  command: y\n  outputs: { o: {} }\n`);
+    expect(codes()).toEqual([]);
+    put('runs/solo.yaml', `${header('Run', 'alone')}  command: y\n  outputs: { o: {} }\n`);
     expect(codes()).toEqual(['datasets/out.yaml UnknownDatasetSource']);
     loader.removeFile('datasets/t2.yaml');
     expect(codes()).toEqual(['datasets/out.yaml UnknownDatasetSource', 'runs/a.yaml UnknownDataset']);
