@@ -5,56 +5,22 @@
  * of the version it uses, is a change of the run; and each input becomes the `DatasetInput` that
  * `adv exec` reads from `ADV_DATASETS` (`runtime/datasets/contract.ts`).
  */
-import { createHash } from 'node:crypto';
 import type { DatasetInput, DatasetSource } from '../../runtime/datasets/contract.js';
 import { childName } from '../reconcile/dag-plan-children.js';
-import { canonicalJson } from '../reconcile/run-plan-model.js';
-import { parseDatasetRef, urlFilePath } from './dataset-rules.js';
-import { shortRef } from './environments.js';
+import { urlFilePath } from './dataset-rules.js';
+import { resolvedRef, shortRef, VersionIndex, type ResolvedVersion } from './environments.js';
 import type { LoadedObject } from './loader.js';
-import type { Dataset, DatasetSpec, RunSpec } from './schema.js';
+import type { DatasetSpec, RunSpec } from './schema.js';
 
-export interface ResolvedDataset {
-  name: string;
-  version: number;
-  /** A hash of the spec: changes when the version is edited in place. */
-  digest: string;
-  spec: DatasetSpec;
-}
+export type ResolvedDataset = ResolvedVersion<DatasetSpec>;
 
 /** `tokens@2#1a2b3c4d5e6f`: what a Run's desired state holds for each input's dataset. */
-export const resolvedDatasetRef = (d: ResolvedDataset): string => `${d.name}@${d.version}#${d.digest}`;
+export const resolvedDatasetRef: (d: ResolvedDataset) => string = resolvedRef;
 
-export class DatasetIndex {
-  private readonly byName = new Map<string, Map<number, ResolvedDataset>>();
-
-  /** From the valid objects of a load (a duplicate name and version is never valid). */
+/** The Datasets of a load; `all()` lists every name's versions, oldest first (`adv dataset ls`). */
+export class DatasetIndex extends VersionIndex<DatasetSpec> {
   constructor(objects: Iterable<LoadedObject> = []) {
-    for (const o of objects) {
-      if (o.kind !== 'Dataset') continue;
-      const d = o.object as Dataset;
-      const digest = createHash('sha256').update(canonicalJson(d.spec)).digest('hex').slice(0, 12);
-      let versions = this.byName.get(o.name);
-      if (!versions) this.byName.set(o.name, (versions = new Map()));
-      versions.set(d.spec.version, { name: o.name, version: d.spec.version, digest, spec: d.spec });
-    }
-  }
-
-  get size(): number {
-    return this.byName.size;
-  }
-
-  /** `name` → its newest version, `name@N` (or `name@N#digest`) → version N; undefined when absent. */
-  resolve(ref: string): ResolvedDataset | undefined {
-    const parsed = parseDatasetRef(shortRef(ref));
-    const versions = parsed && this.byName.get(parsed.name);
-    if (!versions) return undefined;
-    return versions.get(parsed.version ?? Math.max(...versions.keys()));
-  }
-
-  /** Every name with its versions, oldest first (for `adv dataset ls`). */
-  all(): ResolvedDataset[] {
-    return [...this.byName.values()].flatMap((v) => [...v.values()].sort((a, b) => a.version - b.version));
+    super('Dataset', objects);
   }
 }
 
