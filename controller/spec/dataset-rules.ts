@@ -7,7 +7,7 @@
  */
 import { posix } from 'node:path';
 import { formatPath } from './diagnostic.js';
-import { parseEnvironmentRef } from './environment-rules.js';
+import { parseEnvironmentRef, type VersionedRef } from './environment-rules.js';
 import type { Locator } from './parse.js';
 import type { Collector, Path } from './rule-kit.js';
 import type { Dag, Dataset, DatasetSpec, RunSpec } from './schema.js';
@@ -126,14 +126,7 @@ export function dagInputRules(c: Collector, dag: Dag): void {
 }
 
 /** A located reference of a Run (or a DAG node's run) to a Dataset. */
-export interface DatasetRef {
-  ref: string;
-  name: string;
-  version?: number;
-  path: string;
-  line: number;
-  column: number;
-}
+export type DatasetRef = VersionedRef;
 
 /** Every Dataset a Run or DAG names in `inputs`, with where. */
 export function datasetRefsOf(specs: readonly [Path, RunSpec][], loc: Locator): DatasetRef[] {

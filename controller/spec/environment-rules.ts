@@ -135,14 +135,18 @@ export function templateRefsOf(spec: EnvironmentSpec, loc: Locator): TemplateRef
   );
 }
 
-/** A reference of a Run (or a DAG node's run) to an Environment, located, with its template scope. */
-export interface EnvironmentRef {
+/** A located `name` / `name@N` reference of a Run (or a DAG node's run) to a versioned kind. */
+export interface VersionedRef {
   ref: string;
   name: string;
   version?: number;
   path: string;
   line: number;
   column: number;
+}
+
+/** A reference of a Run (or a DAG node's run) to an Environment, located, with its template scope. */
+export interface EnvironmentRef extends VersionedRef {
   scope: TemplateScope;
 }
 
